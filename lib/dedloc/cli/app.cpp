@@ -1,0 +1,85 @@
+#include "dedloc/cli/app.hpp"
+
+#include <cstring>
+#include <iostream>
+
+#ifndef DEDLOC_VERSION
+#define DEDLOC_VERSION "unknown"
+#endif
+
+namespace dedloc::cli {
+
+int exit_code_for(const Status& status) {
+  switch (status.code()) {
+    case Code::kOk: return kExitOk;
+    case Code::kInvalidArgument: return kExitUsage;
+    case Code::kUnavailable: return kExitUnavailable;
+    case Code::kTimeout: return kExitTimeout;
+    case Code::kCancelled: return kExitInterrupted;
+    default: return kExitFailure;
+  }
+}
+
+void add_common_flags(CLI::App& app, CommonFlags& flags) {
+  app.add_option("--config", flags.config, "YAML file with this tool's settings (flags override it)");
+  app.add_option("--log-level", flags.log_level, "debug, info, warning, error or off (logs go to stderr)")
+      ->capture_default_str();
+  app.add_option("--identity", flags.identity,
+                 "file holding this peer's ed25519 key; created with mode 0600 if missing "
+                 "(default: a new identity at every start)");
+  app.add_flag("--json", flags.json, "print machine-readable JSON on stdout");
+  app.add_flag("--print-config", flags.print_config, "print the effective settings and exit");
+  app.set_version_flag("--version", "dedloc " DEDLOC_VERSION);
+}
+
+std::optional<std::string> find_config_flag(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--config") == 0 && i + 1 < argc) return std::string(argv[i + 1]);
+    if (std::strncmp(argv[i], "--config=", 9) == 0) return std::string(argv[i] + 9);
+  }
+  return std::nullopt;
+}
+
+Status load_config_file(const std::string& path, const std::function<void(ConfigReader&)>& apply) {
+  auto reader = ConfigReader::from_file(path);
+  if (!reader) return reader.status();
+  apply(*reader);
+  return reader->finish();
+}
+
+std::optional<int> parse(CLI::App& app, int argc, const char* const* argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << app.get_name() << ": error: " << e.what() << " (see --help)\n";
+    return kExitUsage;
+  }
+  return std::nullopt;
+}
+
+Status setup_logging(const CommonFlags& flags, Logger& log) {
+  auto level = parse_log_level(flags.log_level);
+  if (!level) return level.status().with_context("--log-level");
+  log.set_level(*level);
+  return Status::ok();
+}
+
+Result<crypto::Identity> load_identity(const CommonFlags& flags) {
+  if (flags.identity.empty()) return crypto::Identity::generate();
+  auto id = crypto::Identity::load_or_create(flags.identity);
+  if (!id) return id.status().with_context("--identity");
+  return id;
+}
+
+int report_failure(std::string_view tool, const Status& status) {
+  std::cerr << tool << ": error: " << status.to_string() << "\n";
+  return exit_code_for(status);
+}
+
+}  // namespace dedloc::cli

@@ -1,0 +1,66 @@
+// Shared command-line plumbing for the dedloc tools: common flags, config precedence, logging setup, exit
+// codes. Every tools/dedloc-*/main.cpp uses this so the tools behave alike.
+//
+// Precedence is CLI > YAML > defaults. A tool fills its Options struct with defaults, calls
+// load_config_file() with the --config path found by find_config_flag() (before CLI parsing), then binds
+// the same Options fields to CLI11 flags: CLI11 only overwrites fields whose flags were given.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "dedloc/core/config.hpp"
+#include "dedloc/core/log.hpp"
+#include "dedloc/core/status.hpp"
+#include "dedloc/crypto/identity.hpp"
+
+namespace dedloc::cli {
+
+// Exit codes shared by all tools (documented in docs/operators.md).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,      // the work failed (see the error line)
+  kExitUsage = 2,        // bad flags or arguments
+  kExitConfig = 3,       // a config file is missing or invalid
+  kExitUnavailable = 4,  // a peer or address could not be reached or bound
+  kExitTimeout = 5,      // a deadline passed
+  kExitInterrupted = 130,
+};
+
+// The exit code that fits a failed Status.
+int exit_code_for(const Status& status);
+
+struct CommonFlags {
+  std::string config;             // --config FILE: YAML with this tool's settings
+  std::string log_level = "info"; // --log-level
+  std::string identity;           // --identity FILE: ed25519 key; created (mode 0600) if missing
+  bool json = false;              // --json: machine-readable output on stdout
+  bool print_config = false;      // --print-config: print the effective settings and exit
+};
+
+// Adds --config, --log-level, --identity, --json, --print-config and --version to `app`.
+void add_common_flags(CLI::App& app, CommonFlags& flags);
+
+// The value of --config FILE / --config=FILE in argv, looked up before the real parse.
+std::optional<std::string> find_config_flag(int argc, const char* const* argv);
+
+// Loads `path` with `apply` (which reads keys into the tool's Options), then checks for unknown keys.
+Status load_config_file(const std::string& path, const std::function<void(ConfigReader&)>& apply);
+
+// Parses argv. Returns an exit code when the tool should exit now (--help, --version, a usage error,
+// which is printed as one line), nullopt to go on.
+std::optional<int> parse(CLI::App& app, int argc, const char* const* argv);
+
+// Applies --log-level to `log`.
+Status setup_logging(const CommonFlags& flags, Logger& log);
+
+// The identity from --identity (created if missing), or a fresh in-memory one when none is given.
+Result<crypto::Identity> load_identity(const CommonFlags& flags);
+
+// Prints "<tool>: error: <status>" to stderr and returns its exit code.
+int report_failure(std::string_view tool, const Status& status);
+
+}  // namespace dedloc::cli

@@ -1,0 +1,19 @@
+// Files written so that a crash never leaves a partial file under the final name.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+
+#include "dedloc/core/status.hpp"
+
+namespace dedloc {
+
+// Writes `contents` to `path` atomically: a temporary file in the same directory, fsync, rename, fsync of
+// the directory. `mode` applies from creation (0600 for secrets: never briefly world-readable).
+Status write_file_atomically(const std::string& path, std::string_view contents, mode_t mode = 0644);
+
+// Reads a whole file, refusing files larger than `max_bytes`.
+Result<std::string> read_file(const std::string& path, size_t max_bytes = 64u << 20);
+
+}  // namespace dedloc

@@ -1,0 +1,261 @@
+#include "dedloc/net/client.hpp"
+
+#include <atomic>
+#include <map>
+#include <queue>
+#include <unordered_map>
+
+#include "dedloc/net/mailbox.hpp"
+#include "dedloc/wire/messages.hpp"
+
+namespace dedloc::net {
+
+class ClientLoop {
+ public:
+  struct Request {
+    std::string endpoint;
+    Outgoing message;
+    Deadline deadline;
+    Client::Callback done;
+  };
+
+  ClientLoop(zmq::context_t& context, ClientOptions options) : context_(context), options_(std::move(options)) {}
+
+  void submit(Request request) { mailbox_.push(std::move(request)); }
+  void request_stop() {
+    stopping_.store(true);
+    mailbox_.push({});
+  }
+  void run();
+  size_t open_connections() const { return connection_count_.load(); }
+
+ private:
+  struct Connection {
+    zmq::socket_t socket;
+    size_t in_flight = 0;
+    TimePoint last_used;
+  };
+  struct Pending {
+    Client::Callback done;
+    std::string endpoint;
+    TimePoint deadline;
+  };
+  using DeadlineEntry = std::pair<TimePoint, std::uint64_t>;
+
+  void start_request(Request&& request);
+  void receive_from(Connection& connection, const std::string& endpoint);
+  void complete(std::uint64_t request_id, Result<Incoming>&& outcome);
+  void expire_deadlines();
+  void close_idle_connections();
+  Connection* connection_for(const std::string& endpoint, Status& failure);
+
+  zmq::context_t& context_;
+  ClientOptions options_;
+  Mailbox<Request> mailbox_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<size_t> connection_count_{0};
+  std::map<std::string, Connection> connections_;
+  std::unordered_map<std::uint64_t, Pending> pending_;
+  std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<>> deadlines_;
+  std::uint64_t next_request_id_ = 1;
+};
+
+ClientLoop::Connection* ClientLoop::connection_for(const std::string& endpoint, Status& failure) {
+  auto it = connections_.find(endpoint);
+  if (it != connections_.end()) return &it->second;
+  try {
+    zmq::socket_t socket(context_, zmq::socket_type::dealer);
+    apply_socket_options(socket, options_.socket);
+    socket.connect(endpoint);
+    auto [inserted, ok] = connections_.emplace(endpoint, Connection{std::move(socket), 0, {}});
+    connection_count_.store(connections_.size());
+    return &inserted->second;
+  } catch (const zmq::error_t& e) {
+    failure = error(Code::kInvalidArgument, "cannot connect to '" + endpoint + "': " + e.what());
+    return nullptr;
+  }
+}
+
+void ClientLoop::start_request(Request&& request) {
+  Status failure;
+  Connection* connection = connection_for(request.endpoint, failure);
+  if (!connection) {
+    request.done(std::move(failure));
+    return;
+  }
+  std::uint64_t rid = next_request_id_++;
+  wire::Envelope env;
+  env.request_id = rid;
+  env.sender = options_.self;
+  std::vector<zmq::message_t> parts;
+  frame_message(env, std::move(request.message), parts);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    auto flags = zmq::send_flags::dontwait;
+    if (i + 1 < parts.size()) flags = flags | zmq::send_flags::sndmore;
+    bool sent = false;
+    try {
+      sent = connection->socket.send(parts[i], flags).has_value();
+    } catch (const zmq::error_t& e) {
+      request.done(error(Code::kUnavailable, "cannot send to " + request.endpoint + ": " + e.what()));
+      return;
+    }
+    if (!sent) {
+      // Only the first frame can be refused (multipart messages are queued atomically): the queue to this
+      // peer is full, which means it has stopped reading.
+      request.done(error(Code::kUnavailable, "the send queue to " + request.endpoint + " is full"));
+      return;
+    }
+  }
+  connection->in_flight++;
+  connection->last_used = std::chrono::steady_clock::now();
+  pending_.emplace(rid, Pending{std::move(request.done), request.endpoint, request.deadline.at});
+  deadlines_.emplace(request.deadline.at, rid);
+}
+
+void ClientLoop::complete(std::uint64_t request_id, Result<Incoming>&& outcome) {
+  auto it = pending_.find(request_id);
+  if (it == pending_.end()) return;  // a late reply to a call that already timed out
+  Pending pending = std::move(it->second);
+  pending_.erase(it);
+  auto conn = connections_.find(pending.endpoint);
+  if (conn != connections_.end() && conn->second.in_flight > 0) conn->second.in_flight--;
+  try {
+    pending.done(std::move(outcome));
+  } catch (const std::exception& e) {
+    options_.log->error("rpc") << "a completion callback threw: " << e.what();
+  }
+}
+
+void ClientLoop::receive_from(Connection& connection, const std::string& endpoint) {
+  for (int budget = 0; budget < 256; ++budget) {
+    std::vector<zmq::message_t> parts;
+    const size_t max_parts = 1 + options_.socket.limits.max_frames;
+    bool too_many = false;
+    while (true) {
+      zmq::message_t part;
+      if (!connection.socket.recv(part, zmq::recv_flags::dontwait)) break;
+      bool more = part.more();
+      if (parts.size() < max_parts) parts.push_back(std::move(part)); else too_many = true;
+      if (!more) break;
+    }
+    if (parts.empty()) return;
+    connection.last_used = std::chrono::steady_clock::now();
+    ByteSpan header_bytes{parts[0].data<std::uint8_t>(), parts[0].size()};
+    auto header = wire::decode_header(header_bytes, options_.socket.limits);
+    if (!header || too_many || header->envelope().frame_count != parts.size() - 1) {
+      // A reply we cannot read: fail the call it names, if we can tell which.
+      auto rid = header ? std::optional(header->envelope().request_id)
+                        : wire::peek_request_id(header_bytes, options_.socket.limits);
+      Status why = !header ? header.status() : error(Code::kMalformed, "reply frame count does not match its header");
+      options_.log->warn("rpc") << "unreadable reply from " << endpoint << ": " << why.to_string();
+      if (rid) complete(*rid, why.with_context("reply from " + endpoint));
+      continue;
+    }
+    std::uint64_t rid = header->envelope().request_id;
+    if (header->envelope().type == wire::MessageType::kErrorReply) {
+      auto remote = wire::ErrorReply::decode(header->body());
+      complete(rid, remote ? remote->to_status() : remote.status());
+      continue;
+    }
+    Incoming reply{std::move(*header), {}};
+    for (size_t i = 1; i < parts.size(); ++i) reply.frames.push_back(std::move(parts[i]));
+    complete(rid, std::move(reply));
+  }
+}
+
+void ClientLoop::expire_deadlines() {
+  auto now = std::chrono::steady_clock::now();
+  while (!deadlines_.empty() && deadlines_.top().first <= now) {
+    auto [at, rid] = deadlines_.top();
+    deadlines_.pop();
+    auto it = pending_.find(rid);
+    if (it == pending_.end()) continue;
+    std::string endpoint = it->second.endpoint;
+    complete(rid, error(Code::kTimeout, "no reply from " + endpoint + " before the deadline"));
+  }
+}
+
+void ClientLoop::close_idle_connections() {
+  auto now = std::chrono::steady_clock::now();
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (it->second.in_flight == 0 && now - it->second.last_used > options_.idle_close) {
+      it = connections_.erase(it);  // linger is bounded: closing never waits on the peer
+    } else {
+      ++it;
+    }
+  }
+  connection_count_.store(connections_.size());
+}
+
+void ClientLoop::run() {
+  std::vector<zmq_pollitem_t> items;
+  std::vector<std::pair<const std::string*, Connection*>> order;
+  auto last_idle_check = std::chrono::steady_clock::now();
+  while (!stopping_.load()) {
+    items.clear();
+    order.clear();
+    items.push_back({nullptr, mailbox_.fd(), ZMQ_POLLIN, 0});
+    for (auto& [endpoint, connection] : connections_) {
+      items.push_back({connection.socket.handle(), 0, ZMQ_POLLIN, 0});
+      order.emplace_back(&endpoint, &connection);
+    }
+    // Sleep until the next deadline, at most a second (idle connections are checked that often).
+    auto now = std::chrono::steady_clock::now();
+    auto wake = now + std::chrono::seconds(1);
+    if (!deadlines_.empty()) wake = std::min(wake, deadlines_.top().first);
+    auto timeout = std::chrono::ceil<std::chrono::milliseconds>(std::max(wake - now, Duration::zero()));
+    try {
+      zmq::poll(items.data(), items.size(), timeout);
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) options_.log->error("rpc") << "poll failed: " << e.what();
+      continue;
+    }
+    for (size_t i = 1; i < items.size(); ++i) {
+      if (items[i].revents & ZMQ_POLLIN) receive_from(*order[i - 1].second, *order[i - 1].first);
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      for (auto& request : mailbox_.drain()) {
+        if (request.done) start_request(std::move(request));
+      }
+    }
+    expire_deadlines();
+    if (std::chrono::steady_clock::now() - last_idle_check > std::chrono::seconds(1)) {
+      close_idle_connections();
+      last_idle_check = std::chrono::steady_clock::now();
+    }
+  }
+  // Shutting down: everyone still waiting learns it now.
+  for (auto& request : mailbox_.drain()) {
+    if (request.done) request.done(error(Code::kCancelled, "the client is shutting down"));
+  }
+  while (!pending_.empty()) {
+    complete(pending_.begin()->first, error(Code::kCancelled, "the client is shutting down"));
+  }
+  connections_.clear();
+}
+
+Client::Client(zmq::context_t& context, ClientOptions options)
+    : loop_(std::make_shared<ClientLoop>(context, std::move(options))) {
+  thread_ = std::thread([loop = loop_] { loop->run(); });
+}
+
+Client::~Client() {
+  loop_->request_stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Client::call(const std::string& endpoint, Outgoing request, Deadline deadline, Callback done) {
+  loop_->submit({endpoint, std::move(request), deadline, std::move(done)});
+}
+
+PendingCall Client::call(const std::string& endpoint, Outgoing request, Deadline deadline) {
+  auto promise = std::make_shared<std::promise<Result<Incoming>>>();
+  PendingCall pending(promise->get_future());
+  call(endpoint, std::move(request), deadline,
+       [promise](Result<Incoming>&& outcome) { promise->set_value(std::move(outcome)); });
+  return pending;
+}
+
+size_t Client::open_connections() const { return loop_->open_connections(); }
+
+}  // namespace dedloc::net

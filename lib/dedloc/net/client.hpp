@@ -1,0 +1,77 @@
+// The RPC client: requests to many endpoints, many in flight, each with its own deadline.
+//
+// One loop thread owns a DEALER socket per remote endpoint (connected on first use, closed when idle) and
+// matches replies to requests by request id. call() may be used from any thread, including from inside a
+// completion callback. Every call completes exactly once: with the reply, with the remote peer's
+// ErrorReply as a Status, with kTimeout at its deadline (a dead or silent peer), or with kCancelled when
+// the client is destroyed.
+#pragma once
+
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <zmq.hpp>
+
+#include "dedloc/core/clock.hpp"
+#include "dedloc/core/log.hpp"
+#include "dedloc/crypto/peer_id.hpp"
+#include "dedloc/net/message.hpp"
+#include "dedloc/net/socket_options.hpp"
+
+namespace dedloc::net {
+
+struct ClientOptions {
+  crypto::PeerId self;                                 // written as the sender of every request
+  SocketOptions socket;                                // linger, queue bounds, wire limits
+  Duration idle_close = std::chrono::seconds(60);      // close a connection unused for this long
+  Logger* log = &Logger::global();
+};
+
+// A call in flight (like c10d's Work): wait() blocks until its outcome, at the latest its deadline.
+class PendingCall {
+ public:
+  bool ready() const { return future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+  // The outcome. Call once.
+  Result<Incoming> wait() { return future_.get(); }
+
+ private:
+  friend class Client;
+  explicit PendingCall(std::future<Result<Incoming>> f) : future_(std::move(f)) {}
+  std::future<Result<Incoming>> future_;
+};
+
+class ClientLoop;  // client.cpp
+
+class Client {
+ public:
+  using Callback = std::function<void(Result<Incoming>&&)>;
+
+  Client(zmq::context_t& context, ClientOptions options);
+  ~Client();  // fails calls still in flight with kCancelled; never waits for remote peers
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Sends `request` to `endpoint` ("tcp://host:port"). `done` runs exactly once, on the client's loop
+  // thread: keep it short, and hand heavy work to another thread.
+  void call(const std::string& endpoint, Outgoing request, Deadline deadline, Callback done);
+  PendingCall call(const std::string& endpoint, Outgoing request, Deadline deadline);
+
+  // A typed round trip: sends `request`, decodes the reply as `Reply`.
+  template <class Reply, class Request>
+  Result<Reply> ask(const std::string& endpoint, const Request& request, Duration timeout) {
+    auto reply = call(endpoint, Outgoing::of(request), Deadline::after(timeout)).wait();
+    if (!reply) return reply.status();
+    return reply->template decode<Reply>();
+  }
+
+  size_t open_connections() const;
+
+ private:
+  std::shared_ptr<ClientLoop> loop_;
+  std::thread thread_;
+};
+
+}  // namespace dedloc::net

@@ -1,0 +1,57 @@
+// Messages as the net layer moves them: a typed header plus raw payload frames (zero-copy zmq messages).
+#pragma once
+
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "dedloc/core/status.hpp"
+#include "dedloc/wire/envelope.hpp"
+
+namespace dedloc::net {
+
+// A message to send. The envelope (request id, sender) is filled in by the Client or Server.
+struct Outgoing {
+  wire::MessageType type{};
+  Bytes body;                          // the schema's fields, an encoded msgpack map
+  std::vector<zmq::message_t> frames;  // payload frames, sent as they are
+
+  template <class Message>
+  static Outgoing of(const Message& message, std::vector<zmq::message_t> frames = {}) {
+    wire::MapWriter writer;
+    message.encode(writer);
+    return {Message::kType, writer.to_bytes(), std::move(frames)};
+  }
+};
+
+// A message received: its decoded header and its payload frames.
+struct Incoming {
+  wire::DecodedHeader header;
+  std::vector<zmq::message_t> frames;
+
+  const wire::Envelope& envelope() const { return header.envelope(); }
+  wire::MessageType type() const { return envelope().type; }
+
+  // Decodes the body as `Message`; kMalformed if the type or any field is wrong.
+  template <class Message>
+  Result<Message> decode() const {
+    if (type() != Message::kType) {
+      return error(Code::kMalformed, "expected " + std::string(Message::kName) + ", got " +
+                                         std::string(wire::message_type_name(type())));
+    }
+    auto message = Message::decode(header.body());
+    if (!message) return message.status();
+    return message;
+  }
+
+  size_t payload_bytes() const {
+    size_t n = 0;
+    for (const auto& f : frames) n += f.size();
+    return n;
+  }
+};
+
+// Encodes `out`'s header with `envelope` fields and appends it plus the payload frames to `parts`.
+void frame_message(const wire::Envelope& envelope, Outgoing&& out, std::vector<zmq::message_t>& parts);
+
+}  // namespace dedloc::net

@@ -1,0 +1,99 @@
+// The RPC server: a ROUTER socket and one loop thread that decodes requests and dispatches them to
+// handlers registered per message type.
+//
+// Handlers run on the loop thread and answer through a Replier, either at once or later from any
+// thread (a leader answering join requests when its group is complete). Requests that cannot be decoded
+// (random bytes, truncated frames, wrong magic or version, over a limit) are answered with an ErrorReply
+// when the request id is readable, otherwise dropped; either way the server keeps serving everyone else.
+// Built in: Ping -> Pong, Probe -> ProbeReply.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <zmq.hpp>
+
+#include "dedloc/core/log.hpp"
+#include "dedloc/crypto/peer_id.hpp"
+#include "dedloc/net/message.hpp"
+#include "dedloc/net/socket_options.hpp"
+
+namespace dedloc::net {
+
+struct ServerOptions {
+  std::string listen = "tcp://127.0.0.1:0";  // ZeroMQ endpoint to bind; port 0 picks a free port
+  crypto::PeerId self;                        // written as the sender of every reply
+  SocketOptions socket;                       // linger, queue bounds, wire limits
+  Logger* log = &Logger::global();
+};
+
+struct ServerStats {
+  std::uint64_t requests = 0;   // decoded and dispatched
+  std::uint64_t rejected = 0;   // malformed, wrong version, over a limit, unknown type
+};
+
+class ServerLoop;  // the loop thread's state (server.cpp)
+
+// Sends the reply to one request. Copyable; safe to use from any thread; a reply after the server stopped,
+// or a second reply to the same request, is dropped.
+class Replier {
+ public:
+  void send(Outgoing reply) const;
+  template <class Message>
+  void reply(const Message& message, std::vector<zmq::message_t> frames = {}) const {
+    send(Outgoing::of(message, std::move(frames)));
+  }
+  void fail(const Status& status) const;  // an ErrorReply with the status's code and message
+
+ private:
+  friend class ServerLoop;
+  std::weak_ptr<ServerLoop> loop_;
+  std::string routing_id_;
+  std::uint64_t request_id_ = 0;
+};
+
+class Server {
+ public:
+  using Handler = std::function<void(Incoming&& request, Replier replier)>;
+
+  Server(zmq::context_t& context, ServerOptions options);
+  ~Server();  // stops
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Registers the handler for one message type (replacing any earlier one). Call before start().
+  void handle(wire::MessageType type, Handler handler);
+
+  // A handler that receives the decoded message; a body that does not decode is answered with kMalformed.
+  template <class Message>
+  void handle(std::function<void(Message&& message, Incoming&& request, Replier replier)> handler) {
+    handle(Message::kType, [handler = std::move(handler)](Incoming&& request, Replier replier) {
+      auto message = request.decode<Message>();
+      if (!message) return replier.fail(message.status());
+      handler(std::move(message.value()), std::move(request), std::move(replier));
+    });
+  }
+
+  // Binds and starts the loop thread. kUnavailable when the address cannot be bound.
+  Status start();
+  // The endpoint really bound: "tcp://127.0.0.1:41234". Valid after start().
+  const std::string& endpoint() const { return endpoint_; }
+  // Stops the loop and closes the socket; never waits for remote peers. Idempotent.
+  void stop();
+
+  ServerStats stats() const;
+
+ private:
+  zmq::context_t& context_;
+  ServerOptions options_;
+  std::map<wire::MessageType, Handler> handlers_;
+  std::shared_ptr<ServerLoop> loop_;
+  std::thread thread_;
+  std::string endpoint_;
+};
+
+}  // namespace dedloc::net

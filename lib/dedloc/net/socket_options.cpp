@@ -1,0 +1,18 @@
+#include "dedloc/net/socket_options.hpp"
+
+#include <algorithm>
+
+namespace dedloc::net {
+
+void apply_socket_options(zmq::socket_t& socket, const SocketOptions& options) {
+  socket.set(zmq::sockopt::linger, static_cast<int>(options.linger.count()));
+  socket.set(zmq::sockopt::sndhwm, options.send_hwm);
+  socket.set(zmq::sockopt::rcvhwm, options.receive_hwm);
+  // libzmq drops the connection of a peer that sends a frame larger than this.
+  auto max_frame = std::max(options.limits.max_header_bytes, options.limits.max_frame_bytes);
+  socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_frame));
+}
+
+std::string last_endpoint(zmq::socket_t& socket) { return socket.get(zmq::sockopt::last_endpoint); }
+
+}  // namespace dedloc::net

@@ -1,0 +1,26 @@
+// Socket settings every dedloc socket gets: bounded linger (shutdown never hangs on a dead peer) and a
+// maximum inbound frame size (a peer cannot make us buffer an arbitrarily large frame).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include <zmq.hpp>
+
+#include "dedloc/wire/limits.hpp"
+
+namespace dedloc::net {
+
+struct SocketOptions {
+  std::chrono::milliseconds linger{0};  // how long close() may wait to flush unsent messages
+  int send_hwm = 10000;                 // queued outbound messages per peer before sends would block
+  int receive_hwm = 10000;              // queued inbound messages per peer
+  wire::Limits limits;                  // ZMQ_MAXMSGSIZE comes from these
+};
+
+void apply_socket_options(zmq::socket_t& socket, const SocketOptions& options);
+
+// The endpoint a socket is really bound to ("tcp://127.0.0.1:41234" after binding port 0).
+std::string last_endpoint(zmq::socket_t& socket);
+
+}  // namespace dedloc::net

@@ -1,0 +1,22 @@
+#include "dedloc/wire/message_type.hpp"
+
+namespace dedloc::wire {
+
+std::string_view message_type_name(MessageType type) {
+  switch (type) {
+    case MessageType::kErrorReply: return "ErrorReply";
+    case MessageType::kPing: return "Ping";
+    case MessageType::kPong: return "Pong";
+    case MessageType::kProbe: return "Probe";
+    case MessageType::kProbeReply: return "ProbeReply";
+    case MessageType::kStreamPart: return "StreamPart";
+    case MessageType::kStreamAck: return "StreamAck";
+  }
+  return "unknown";
+}
+
+bool is_known_message_type(std::uint16_t value) {
+  return message_type_name(static_cast<MessageType>(value)) != "unknown";
+}
+
+}  // namespace dedloc::wire

@@ -1,0 +1,29 @@
+// Every message type dedloc speaks, with explicit numbers.
+//
+// Rules (ZeroMQ's contract rule): append only; a retired number is never reused; a number's meaning never
+// changes. Ranges group the subsystems so a glance at a capture says who is talking.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace dedloc::wire {
+
+enum class MessageType : std::uint16_t {
+  // 1-99: transport (net/)
+  kErrorReply = 1,   // any request can be answered with this
+  kPing = 2,         // liveness, version and clock check
+  kPong = 3,
+  kProbe = 4,        // echo of payload frames: latency and bandwidth measurements
+  kProbeReply = 5,
+  kStreamPart = 6,   // one part of a large byte stream, with its offset (flow-controlled by acks)
+  kStreamAck = 7,
+  // 100-199: DHT, 200-299: averaging, 300-399: relay, 400-499: training state (reserved)
+};
+
+// "Ping", "StreamPart", ... ; "unknown" for numbers this build does not know.
+std::string_view message_type_name(MessageType type);
+// False for numbers this build does not know (they still decode; servers answer kUnknownType).
+bool is_known_message_type(std::uint16_t value);
+
+}  // namespace dedloc::wire
