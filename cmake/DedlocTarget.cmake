@@ -18,7 +18,7 @@ endif()
 # dedloc_configure_target(<target>): warnings + sanitizers for one of our targets.
 function(dedloc_configure_target target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
-                                           -Wconversion -Wno-sign-conversion -Werror=return-type)
+                                           -Wconversion -Wno-sign-conversion -Wno-missing-field-initializers -Werror=return-type)
   if(_dedloc_san_flags)
     target_compile_options(${target} PRIVATE ${_dedloc_san_flags})
     target_link_options(${target} PRIVATE ${_dedloc_san_flags})

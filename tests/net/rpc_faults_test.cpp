@@ -1,0 +1,220 @@
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "dedloc/net/client.hpp"
+#include "dedloc/net/server.hpp"
+#include "dedloc/wire/messages.hpp"
+
+using namespace dedloc;
+using namespace dedloc::net;
+using namespace std::chrono_literals;
+
+namespace {
+
+// An endpoint where nothing listens: bind port 0, read the port, close.
+std::string dead_endpoint(zmq::context_t& context) {
+  zmq::socket_t probe(context, zmq::socket_type::router);
+  probe.set(zmq::sockopt::linger, 0);
+  probe.bind("tcp://127.0.0.1:0");
+  return probe.get(zmq::sockopt::last_endpoint);
+}
+
+// A raw DEALER, to send bytes no dedloc client would.
+struct RawPeer {
+  zmq::socket_t socket;
+  RawPeer(zmq::context_t& context, const std::string& endpoint) : socket(context, zmq::socket_type::dealer) {
+    socket.set(zmq::sockopt::linger, 0);
+    socket.set(zmq::sockopt::rcvtimeo, 5000);
+    socket.connect(endpoint);
+  }
+  void send(const std::vector<Bytes>& frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      zmq::message_t m(frames[i].data(), frames[i].size());
+      socket.send(m, i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+  // The ErrorReply the server sent back (fails the test when none comes within 5 s).
+  wire::ErrorReply receive_error() {
+    zmq::message_t header;
+    auto got = socket.recv(header);
+    REQUIRE(got.has_value());
+    while (header.more()) {
+      zmq::message_t rest;
+      (void)socket.recv(rest);
+    }
+    auto decoded = wire::decode_header({header.data<std::uint8_t>(), header.size()}, wire::Limits{});
+    REQUIRE(decoded.is_ok());
+    REQUIRE(decoded->envelope().type == wire::MessageType::kErrorReply);
+    auto error_reply = wire::ErrorReply::decode(decoded->body());
+    REQUIRE(error_reply.is_ok());
+    return *error_reply;
+  }
+};
+
+Bytes valid_ping_header(std::uint32_t frames = 0, std::uint64_t version = wire::kProtocolVersion) {
+  wire::MapWriter body;
+  wire::Ping{1.0}.encode(body);
+  wire::MapWriter h;
+  h.put("magic", wire::kMagic).put("ver", version).put("type", std::uint64_t{2}).put("rid", std::uint64_t{42})
+      .put("nf", static_cast<std::uint64_t>(frames)).put_map("body", body);
+  return h.to_bytes();
+}
+
+void expect_ping_works(Client& client, const std::string& endpoint) {
+  auto pong = client.ask<wire::Pong>(endpoint, wire::Ping{9}, 5s);
+  REQUIRE(pong.is_ok());
+  CHECK(pong->ping_sent_unix_time == 9);
+}
+
+double elapsed_ms(TimePoint start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+TEST_CASE("A request to a dead peer times out within its deadline (+10%)", "[net][rpc][faults]") {
+  zmq::context_t context;
+  Client client(context, {});
+  std::string endpoint = dead_endpoint(context);
+  auto start = std::chrono::steady_clock::now();
+  auto reply = client.call(endpoint, Outgoing::of(wire::Ping{1}), Deadline::after(500ms)).wait();
+  double ms = elapsed_ms(start);
+  REQUIRE_FALSE(reply.is_ok());
+  CHECK(reply.status().code() == Code::kTimeout);
+  CHECK(reply.status().message().find(endpoint) != std::string::npos);
+  CHECK(ms >= 500);
+  CHECK(ms <= 550);
+}
+
+TEST_CASE("A request to a silent peer times out within its deadline (+10%)", "[net][rpc][faults]") {
+  zmq::context_t context;
+  Server silent(context, {});
+  silent.handle(wire::MessageType::kPing, [](Incoming&&, Replier) { /* never answers */ });
+  REQUIRE(silent.start().is_ok());
+  Client client(context, {});
+  // Calls with different deadlines, in flight together: each fails at its own.
+  struct Outcome {
+    std::promise<std::pair<Status, double>> done;
+  };
+  std::vector<std::pair<int, std::shared_ptr<Outcome>>> calls;
+  auto start = std::chrono::steady_clock::now();
+  for (int ms : {300, 200, 400}) {
+    auto outcome = std::make_shared<Outcome>();
+    client.call(silent.endpoint(), Outgoing::of(wire::Ping{1}), Deadline::after(std::chrono::milliseconds(ms)),
+                [outcome, start](Result<Incoming>&& reply) {
+                  outcome->done.set_value({reply.status(), elapsed_ms(start)});
+                });
+    calls.emplace_back(ms, outcome);
+  }
+  for (auto& [ms, outcome] : calls) {
+    auto [status, took] = outcome->done.get_future().get();
+    INFO("deadline " << ms << " ms, failed after " << took << " ms");
+    CHECK(status.code() == Code::kTimeout);
+    CHECK(took >= ms);
+    CHECK(took <= ms * 1.1);
+  }
+}
+
+TEST_CASE("Random bytes, truncated frames and a wrong version get clear errors; others are still served",
+          "[net][rpc][faults]") {
+  zmq::context_t context;
+  Server server(context, {});
+  REQUIRE(server.start().is_ok());
+  Client client(context, {});
+  RawPeer raw(context, server.endpoint());
+
+  std::mt19937_64 rng(7);
+  Bytes random(200);
+  for (auto& b : random) b = static_cast<std::uint8_t>(rng());
+  raw.send({random});
+  auto e1 = raw.receive_error();
+  CHECK(e1.code == Code::kMalformed);
+  INFO("error for random bytes: " << e1.message);
+  CHECK(e1.message.rfind("header", 0) == 0);
+  expect_ping_works(client, server.endpoint());
+
+  Bytes truncated = valid_ping_header();
+  truncated.resize(truncated.size() / 2);
+  raw.send({truncated});
+  auto e2 = raw.receive_error();
+  CHECK(e2.code == Code::kMalformed);
+
+  raw.send({valid_ping_header(0, 99)});
+  auto e3 = raw.receive_error();
+  CHECK(e3.code == Code::kVersionMismatch);
+  CHECK(e3.message == "protocol version 99 is not supported (this peer speaks 1)");
+
+  raw.send({valid_ping_header(2), Bytes{1, 2, 3}});  // announces 2 payload frames, sends 1
+  auto e4 = raw.receive_error();
+  CHECK(e4.code == Code::kMalformed);
+  CHECK(e4.message == "header announces 2 payload frames, 1 arrived");
+
+  wire::MapWriter body;
+  wire::MapWriter h;
+  h.put("magic", wire::kMagic).put("ver", std::uint64_t{1}).put("type", std::uint64_t{999})
+      .put("rid", std::uint64_t{1}).put("nf", std::uint64_t{0}).put_map("body", body);
+  raw.send({h.to_bytes()});
+  auto e5 = raw.receive_error();
+  CHECK(e5.code == Code::kUnknownType);
+
+  raw.send({Bytes{}});  // an empty header frame
+  CHECK(raw.receive_error().code == Code::kMalformed);
+
+  expect_ping_works(client, server.endpoint());
+  CHECK(server.stats().rejected == 6);
+}
+
+TEST_CASE("A frame over the size limit cuts that peer off, not the server", "[net][rpc][faults]") {
+  zmq::context_t context;
+  ServerOptions options;
+  options.socket.limits.max_frame_bytes = 1 << 20;
+  options.socket.limits.max_header_bytes = 1 << 16;
+  Server server(context, options);
+  REQUIRE(server.start().is_ok());
+  RawPeer raw(context, server.endpoint());
+  raw.send({valid_ping_header(1), Bytes(4 << 20, 0xab)});  // a 4 MiB frame against a 1 MiB limit
+  Client client(context, {});
+  expect_ping_works(client, server.endpoint());
+  CHECK(server.stats().requests == 1);  // only the good Ping was dispatched
+}
+
+TEST_CASE("A handler that throws gets an internal error reply; the server goes on", "[net][rpc][faults]") {
+  zmq::context_t context;
+  Server server(context, {});
+  server.handle(wire::MessageType::kStreamAck, [](Incoming&&, Replier) { throw std::runtime_error("bug"); });
+  REQUIRE(server.start().is_ok());
+  Client client(context, {});
+  auto reply = client.ask<wire::Pong>(server.endpoint(), wire::StreamAck{}, 5s);
+  CHECK(reply.status().code() == Code::kInternal);
+  expect_ping_works(client, server.endpoint());
+}
+
+TEST_CASE("Destroying a client cancels its calls at once; stopping a server never waits on peers",
+          "[net][rpc][faults]") {
+  zmq::context_t context;
+  std::string endpoint = dead_endpoint(context);
+  std::optional<PendingCall> pending;
+  {
+    Client client(context, {});
+    pending.emplace(client.call(endpoint, Outgoing::of(wire::Ping{1}), Deadline::after(60s)));
+  }
+  REQUIRE(pending->ready());
+  auto outcome = pending->wait();
+  CHECK(outcome.status().code() == Code::kCancelled);
+
+  // A server with a connected client that never reads, stopped with replies queued.
+  auto start = std::chrono::steady_clock::now();
+  {
+    Server server(context, {});
+    REQUIRE(server.start().is_ok());
+    RawPeer raw(context, server.endpoint());
+    for (int i = 0; i < 100; ++i) raw.send({valid_ping_header()});
+    std::this_thread::sleep_for(50ms);
+    server.stop();
+  }
+  CHECK(elapsed_ms(start) < 2000);
+}

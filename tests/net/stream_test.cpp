@@ -1,0 +1,90 @@
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "dedloc/crypto/hash.hpp"
+#include "dedloc/crypto/identity.hpp"
+#include "dedloc/net/stream.hpp"
+
+using namespace dedloc;
+using namespace dedloc::net;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Deterministic bytes at any offset, so sender and receiver need not hold the whole stream.
+void pattern(std::uint64_t offset, std::span<std::uint8_t> out) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::uint64_t x = (offset + i) * 0x9E3779B97F4A7C15ull;
+    out[i] = static_cast<std::uint8_t>(x >> 56);
+  }
+}
+
+struct CollectingSink : StreamSink {
+  Bytes* out;
+  bool* completed;
+  CollectingSink(Bytes* o, bool* c) : out(o), completed(c) {}
+  Status consume(std::uint64_t offset, ByteSpan bytes) override {
+    if (offset + bytes.size() > out->size()) return error(Code::kMalformed, "past the end");
+    std::copy(bytes.begin(), bytes.end(), out->begin() + static_cast<std::ptrdiff_t>(offset));
+    return Status::ok();
+  }
+  void complete() override { *completed = true; }
+};
+
+}  // namespace
+
+TEST_CASE("A stream arrives bit-exact in flow-controlled parts", "[net][stream]") {
+  zmq::context_t context;
+  Server server(context, {});
+  Bytes received;
+  bool completed = false;
+  StreamReceiver receiver(server, [&](std::uint64_t, std::uint64_t total, const crypto::PeerId&)
+                                      -> Result<std::unique_ptr<StreamSink>> {
+    received.assign(total, 0);
+    return std::unique_ptr<StreamSink>(new CollectingSink(&received, &completed));
+  });
+  REQUIRE(server.start().is_ok());
+  auto id = crypto::Identity::generate();
+  Client client(context, {.self = id.peer_id()});
+  const std::uint64_t total = (8u << 20) + 12345;  // not a multiple of the part size
+  StreamOptions options{.part_bytes = 256 << 10, .window = 4};
+  REQUIRE(send_stream(client, server.endpoint(), 1, total, pattern, options, Deadline::after(60s)).is_ok());
+  Bytes expected(total);
+  pattern(0, expected);
+  CHECK(completed);
+  CHECK(received.size() == expected.size());
+  CHECK(received == expected);
+}
+
+TEST_CASE("A sink's refusal stops the sender with the sink's reason", "[net][stream]") {
+  zmq::context_t context;
+  Server server(context, {});
+  StreamReceiver receiver(server, [](std::uint64_t, std::uint64_t total, const crypto::PeerId&)
+                                      -> Result<std::unique_ptr<StreamSink>> {
+    if (total > (1u << 20)) return error(Code::kTooLarge, "this receiver takes at most 1 MiB");
+    return error(Code::kInternal, "unreachable in this test");
+  });
+  REQUIRE(server.start().is_ok());
+  Client client(context, {});
+  Status st = send_stream(client, server.endpoint(), 1, 4u << 20, pattern, {}, Deadline::after(10s));
+  CHECK(st.code() == Code::kTooLarge);
+  CHECK(st.message() == "remote peer: this receiver takes at most 1 MiB");
+}
+
+TEST_CASE("A stream to a dead receiver fails within its deadline", "[net][stream]") {
+  zmq::context_t context;
+  std::string endpoint;
+  {
+    zmq::socket_t probe(context, zmq::socket_type::router);
+    probe.set(zmq::sockopt::linger, 0);
+    probe.bind("tcp://127.0.0.1:0");
+    endpoint = probe.get(zmq::sockopt::last_endpoint);
+  }
+  Client client(context, {});
+  auto start = std::chrono::steady_clock::now();
+  Status st = send_stream(client, endpoint, 1, 64u << 20, pattern, {.part_timeout = 300ms}, Deadline::after(10s));
+  auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  CHECK(st.code() == Code::kTimeout);
+  CHECK(ms < 330);
+}

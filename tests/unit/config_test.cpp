@@ -1,0 +1,129 @@
+#include <catch2/catch.hpp>
+
+#include "dedloc/cli/app.hpp"
+#include "dedloc/core/config.hpp"
+#include "dedloc/core/files.hpp"
+#include "support/test_paths.hpp"
+
+using namespace dedloc;
+
+namespace {
+
+struct DemoOptions {
+  std::string listen = "tcp://0.0.0.0:31337";
+  int bucket_size = 20;
+  Duration timeout = std::chrono::seconds(5);
+  std::vector<std::string> initial_peers;
+  double ratio = 0.5;
+  bool client_mode = false;
+  std::string codec = "fp16";  // in section "averaging"
+};
+
+void read_demo(ConfigReader& r, DemoOptions& o) {
+  r.read("listen", o.listen);
+  r.read("bucket_size", o.bucket_size);
+  r.read("timeout", o.timeout);
+  r.read("initial_peers", o.initial_peers);
+  r.read("ratio", o.ratio);
+  r.read("client_mode", o.client_mode);
+  auto averaging = r.section("averaging");
+  averaging.read("codec", o.codec);
+}
+
+}  // namespace
+
+TEST_CASE("YAML values override defaults; absent keys keep them", "[unit][config]") {
+  auto reader = ConfigReader::from_string("listen: tcp://127.0.0.1:9000\ntimeout: 0.25\ninitial_peers: [a, b]\n"
+                                          "averaging:\n  codec: uniform8\n",
+                                          "demo.yaml");
+  REQUIRE(reader.is_ok());
+  DemoOptions o;
+  read_demo(*reader, o);
+  REQUIRE(reader->finish().is_ok());
+  CHECK(o.listen == "tcp://127.0.0.1:9000");
+  CHECK(o.bucket_size == 20);
+  CHECK(o.timeout == std::chrono::milliseconds(250));
+  CHECK(o.initial_peers == std::vector<std::string>{"a", "b"});
+  CHECK(o.codec == "uniform8");
+}
+
+TEST_CASE("An unknown key is an error naming the key and the file", "[unit][config]") {
+  auto reader = ConfigReader::from_string("listen: tcp://127.0.0.1:9000\nlisten_addr: oops\n", "configs/dht.yaml");
+  REQUIRE(reader.is_ok());
+  DemoOptions o;
+  read_demo(*reader, o);
+  Status st = reader->finish();
+  REQUIRE_FALSE(st.is_ok());
+  CHECK(st.message() == "configs/dht.yaml: unknown key 'listen_addr'");
+
+  auto nested = ConfigReader::from_string("averaging:\n  codecs: fp16\n", "r.yaml");
+  REQUIRE(nested.is_ok());
+  read_demo(*nested, o);
+  CHECK(nested->finish().message() == "r.yaml: unknown key 'averaging.codecs'");
+}
+
+TEST_CASE("A mistyped value is an error naming the key, the file and the line", "[unit][config]") {
+  auto reader = ConfigReader::from_string("listen: x\nbucket_size: twenty\n", "demo.yaml");
+  REQUIRE(reader.is_ok());
+  DemoOptions o;
+  read_demo(*reader, o);
+  Status st = reader->finish();
+  REQUIRE_FALSE(st.is_ok());
+  CHECK(st.code() == Code::kInvalidArgument);
+  CHECK(st.message() == "demo.yaml:2: key 'bucket_size' must be an integer");
+  CHECK(o.bucket_size == 20);  // the default survives a bad value
+
+  auto negative = ConfigReader::from_string("timeout: -1\n", "demo.yaml");
+  read_demo(*negative, o);
+  CHECK(negative->finish().message() == "demo.yaml:1: key 'timeout' must be a non-negative number of seconds");
+}
+
+TEST_CASE("Invalid YAML and missing files give clear errors", "[unit][config]") {
+  auto bad = ConfigReader::from_string("listen: [unclosed\n", "broken.yaml");
+  REQUIRE_FALSE(bad.is_ok());
+  CHECK(bad.status().message().rfind("broken.yaml:", 0) == 0);
+
+  auto list = ConfigReader::from_string("- a\n- b\n", "list.yaml");
+  REQUIRE_FALSE(list.is_ok());
+  CHECK(list.status().message() == "list.yaml: the top level must be a mapping of keys");
+
+  auto missing = ConfigReader::from_file("/nonexistent/dedloc.yaml");
+  REQUIRE_FALSE(missing.is_ok());
+  CHECK(missing.status().code() == Code::kNotFound);
+}
+
+TEST_CASE("CLI flags override YAML which overrides defaults", "[unit][config][cli]") {
+  std::string dir = test::make_temp_dir("dedloc-config");
+  std::string path = dir + "/demo.yaml";
+  REQUIRE(write_file_atomically(path, "listen: tcp://127.0.0.1:9000\nbucket_size: 8\n").is_ok());
+
+  const char* argv[] = {"demo", "--config", path.c_str(), "--bucket-size", "4"};
+  int argc = 5;
+  DemoOptions o;
+  cli::CommonFlags common;
+  auto config = cli::find_config_flag(argc, argv);
+  REQUIRE(config == path);
+  REQUIRE(cli::load_config_file(*config, [&](ConfigReader& r) { read_demo(r, o); }).is_ok());
+
+  CLI::App app("demo");
+  cli::add_common_flags(app, common);
+  app.add_option("--listen", o.listen);
+  app.add_option("--bucket-size", o.bucket_size);
+  REQUIRE_FALSE(cli::parse(app, argc, argv).has_value());
+  CHECK(o.bucket_size == 4);                      // CLI wins
+  CHECK(o.listen == "tcp://127.0.0.1:9000");      // YAML beats the default
+  CHECK(o.ratio == 0.5);                          // default
+  CHECK(common.config == path);
+}
+
+TEST_CASE("A bad flag is a usage error, --help exits 0", "[unit][cli]") {
+  CLI::App app("demo");
+  cli::CommonFlags common;
+  cli::add_common_flags(app, common);
+  const char* bad[] = {"demo", "--no-such-flag"};
+  CHECK(cli::parse(app, 2, bad) == cli::kExitUsage);
+  CLI::App app2("demo");
+  cli::add_common_flags(app2, common);
+  const char* help[] = {"demo", "--help"};
+  CHECK(cli::parse(app2, 2, help) == cli::kExitOk);
+}
