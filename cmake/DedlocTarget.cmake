@@ -19,6 +19,11 @@ endif()
 function(dedloc_configure_target target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
                                            -Wconversion -Wno-sign-conversion -Wno-missing-field-initializers -Werror=return-type)
+  if(DEDLOC_FUZZ)
+    # Coverage instrumentation in every library the fuzz targets reach (libFuzzer's main links separately).
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link,address,undefined)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
   if(_dedloc_san_flags)
     target_compile_options(${target} PRIVATE ${_dedloc_san_flags})
     target_link_options(${target} PRIVATE ${_dedloc_san_flags})

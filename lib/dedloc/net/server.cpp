@@ -13,7 +13,7 @@
 namespace dedloc::net {
 
 // Everything the loop thread owns. Repliers hold a weak_ptr to it, so a late reply after stop() is dropped.
-class ServerLoop {
+class ServerLoop : public std::enable_shared_from_this<ServerLoop> {
  public:
   struct QueuedReply {
     std::string routing_id;
@@ -52,9 +52,6 @@ class ServerLoop {
   std::atomic<bool> stopping_{false};
   std::thread::id thread_id_;
   std::atomic<std::uint64_t> requests_{0}, rejected_{0};
-
- public:
-  std::weak_ptr<ServerLoop> self_;
 };
 
 void Replier::send(Outgoing reply) const {
@@ -68,7 +65,7 @@ void Replier::fail(const Status& status) const {
 
 Replier ServerLoop::make_replier(const std::string& routing_id, std::uint64_t request_id) {
   Replier r;
-  r.loop_ = self_;
+  r.loop_ = weak_from_this();
   r.routing_id_ = routing_id;
   r.request_id_ = request_id;
   return r;
@@ -210,11 +207,9 @@ Server::Server(zmq::context_t& context, ServerOptions options) : context_(contex
   handle<wire::Ping>([](wire::Ping&& ping, Incoming&&, Replier replier) {
     replier.reply(wire::Pong{ping.sent_unix_time, SystemClock::instance().unix_seconds(), "dedloc " DEDLOC_VERSION});
   });
-  handle(wire::MessageType::kProbe, [](Incoming&& request, Replier replier) {
-    auto probe = request.decode<wire::Probe>();
-    if (!probe) return replier.fail(probe.status());
-    wire::ProbeReply reply{probe->sequence, request.payload_bytes()};
-    replier.reply(reply, probe->echo_payload ? std::move(request.frames) : std::vector<zmq::message_t>{});
+  handle<wire::Probe>([](wire::Probe&& probe, Incoming&& request, Replier replier) {
+    wire::ProbeReply reply{probe.sequence, request.payload_bytes()};
+    replier.reply(reply, probe.echo_payload ? std::move(request.frames) : std::vector<zmq::message_t>{});
   });
 }
 
@@ -236,7 +231,6 @@ Status Server::start() {
     return error(Code::kUnavailable, "cannot listen on " + options_.listen + ": " + e.what());
   }
   loop_ = std::make_shared<ServerLoop>(std::move(socket), options_, handlers_);
-  loop_->self_ = loop_;
   thread_ = std::thread([loop = loop_] { loop->run(); });
   options_.log->debug("rpc") << "serving on " << endpoint_;
   return Status::ok();
