@@ -119,7 +119,7 @@ TEST_CASE("A request to a silent peer times out within its deadline (+10%)", "[n
   }
 }
 
-TEST_CASE("Random bytes, truncated frames and a wrong version get clear errors; others are still served",
+TEST_CASE("Random bytes, truncated frames and a wrong version get clear errors and others are still served",
           "[net][rpc][faults]") {
   zmq::context_t context;
   Server server(context, {});
@@ -182,7 +182,7 @@ TEST_CASE("A frame over the size limit cuts that peer off, not the server", "[ne
   CHECK(server.stats().requests == 1);  // only the good Ping was dispatched
 }
 
-TEST_CASE("A handler that throws gets an internal error reply; the server goes on", "[net][rpc][faults]") {
+TEST_CASE("A handler that throws gets an internal error reply and the server goes on", "[net][rpc][faults]") {
   zmq::context_t context;
   Server server(context, {});
   server.handle(wire::MessageType::kStreamAck, [](Incoming&&, Replier) { throw std::runtime_error("bug"); });
@@ -193,7 +193,7 @@ TEST_CASE("A handler that throws gets an internal error reply; the server goes o
   expect_ping_works(client, server.endpoint());
 }
 
-TEST_CASE("Destroying a client cancels its calls at once; stopping a server never waits on peers",
+TEST_CASE("Destroying a client cancels its calls at once and stopping a server never waits on peers",
           "[net][rpc][faults]") {
   zmq::context_t context;
   std::string endpoint = dead_endpoint(context);

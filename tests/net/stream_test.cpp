@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <future>
 #include <random>
 
 #include "dedloc/crypto/hash.hpp"
@@ -20,16 +21,18 @@ void pattern(std::uint64_t offset, std::span<std::uint8_t> out) {
   }
 }
 
+// Writes parts into `out`; fulfils `completed` when every byte is in, which is also what makes the
+// receiver's writes visible to the test thread.
 struct CollectingSink : StreamSink {
   Bytes* out;
-  bool* completed;
-  CollectingSink(Bytes* o, bool* c) : out(o), completed(c) {}
+  std::promise<void>* completed;
+  CollectingSink(Bytes* o, std::promise<void>* c) : out(o), completed(c) {}
   Status consume(std::uint64_t offset, ByteSpan bytes) override {
     if (offset + bytes.size() > out->size()) return error(Code::kMalformed, "past the end");
     std::copy(bytes.begin(), bytes.end(), out->begin() + static_cast<std::ptrdiff_t>(offset));
     return Status::ok();
   }
-  void complete() override { *completed = true; }
+  void complete() override { completed->set_value(); }
 };
 
 }  // namespace
@@ -38,7 +41,7 @@ TEST_CASE("A stream arrives bit-exact in flow-controlled parts", "[net][stream]"
   zmq::context_t context;
   Server server(context, {});
   Bytes received;
-  bool completed = false;
+  std::promise<void> completed;
   StreamReceiver receiver(server, [&](std::uint64_t, std::uint64_t total, const crypto::PeerId&)
                                       -> Result<std::unique_ptr<StreamSink>> {
     received.assign(total, 0);
@@ -52,7 +55,7 @@ TEST_CASE("A stream arrives bit-exact in flow-controlled parts", "[net][stream]"
   REQUIRE(send_stream(client, server.endpoint(), 1, total, pattern, options, Deadline::after(60s)).is_ok());
   Bytes expected(total);
   pattern(0, expected);
-  CHECK(completed);
+  REQUIRE(completed.get_future().wait_for(10s) == std::future_status::ready);
   CHECK(received.size() == expected.size());
   CHECK(received == expected);
 }

@@ -32,7 +32,7 @@ void read_demo(ConfigReader& r, DemoOptions& o) {
 
 }  // namespace
 
-TEST_CASE("YAML values override defaults; absent keys keep them", "[unit][config]") {
+TEST_CASE("YAML values override defaults and absent keys keep them", "[unit][config]") {
   auto reader = ConfigReader::from_string("listen: tcp://127.0.0.1:9000\ntimeout: 0.25\ninitial_peers: [a, b]\n"
                                           "averaging:\n  codec: uniform8\n",
                                           "demo.yaml");
