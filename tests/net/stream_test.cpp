@@ -56,6 +56,7 @@ TEST_CASE("A stream arrives bit-exact in flow-controlled parts", "[net][stream]"
   Bytes expected(total);
   pattern(0, expected);
   REQUIRE(completed.get_future().wait_for(10s) == std::future_status::ready);
+  server.stop();
   CHECK(received.size() == expected.size());
   CHECK(received == expected);
 }
@@ -73,6 +74,7 @@ TEST_CASE("A sink's refusal stops the sender with the sink's reason", "[net][str
   Status st = send_stream(client, server.endpoint(), 1, 4u << 20, pattern, {}, Deadline::after(10s));
   CHECK(st.code() == Code::kTooLarge);
   CHECK(st.message() == "remote peer: this receiver takes at most 1 MiB");
+  server.stop();
 }
 
 TEST_CASE("A stream to a dead receiver fails within its deadline", "[net][stream]") {

@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
     auto result = done.get_future();
     if (result.wait_for(120s) != std::future_status::ready) return 5;
     auto [bytes, hash] = result.get();
+    server.stop();  // the receiver's handler must not run while it is destroyed
     print_result(bytes, hash);
     return 0;
   }

@@ -101,8 +101,10 @@ void StreamReceiver::on_part(wire::StreamPart&& part, Incoming&& request, Replie
   open.received += frame.size();
   replier.reply(wire::StreamAck{part.stream_id, part.offset, open.received});
   if (open.received >= open.total_bytes) {
-    open.sink->complete();
+    // Forget the stream before telling its sink: complete() may wake a thread that tears everything down.
+    std::unique_ptr<StreamSink> sink = std::move(open.sink);
     open_.erase(it);
+    sink->complete();
   }
 }
 

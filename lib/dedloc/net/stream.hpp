@@ -51,7 +51,8 @@ class StreamReceiver {
       std::uint64_t stream_id, std::uint64_t total_bytes, const crypto::PeerId& sender)>;
 
   // Registers the StreamPart handler on `server` (before server.start()). `max_streams` bounds how many
-  // streams may be open at once.
+  // streams may be open at once. The receiver must outlive the server's loop: stop the server before
+  // destroying it (declaring the receiver after the server does the opposite).
   // A stream that receives nothing for `idle_timeout` is dropped (its sender died), freeing its slot.
   StreamReceiver(Server& server, SinkFactory factory, size_t max_streams = 64,
                  Duration idle_timeout = std::chrono::seconds(60));

@@ -1,0 +1,139 @@
+#include "dedloc/plan/units.hpp"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+namespace dedloc::plan {
+namespace {
+
+struct Suffix {
+  std::string_view text;
+  double factor;
+};
+
+// Splits "12.5MB" into 12.5 and "MB"; nullopt when there is no leading number.
+std::optional<std::pair<double, std::string_view>> split_number(std::string_view text) {
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end == text.data()) return std::nullopt;
+  std::string_view unit = text.substr(static_cast<std::size_t>(end - text.data()));
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  return std::pair{value, unit};
+}
+
+template <std::size_t N>
+Result<double> parse_with(std::string_view text, std::string_view what, const std::array<Suffix, N>& suffixes,
+                          std::string_view expected) {
+  auto number = split_number(text);
+  if (!number) {
+    return error(Code::kInvalidArgument, std::string(what) + ": '" + std::string(text) + "' is not a number (expected " +
+                                             std::string(expected) + ")");
+  }
+  auto [value, unit] = *number;
+  for (const auto& suffix : suffixes) {
+    if (unit != suffix.text) continue;
+    double scaled = value * suffix.factor;
+    if (!std::isfinite(scaled) || scaled < 0) {
+      return error(Code::kInvalidArgument, std::string(what) + ": '" + std::string(text) + "' must be a finite value >= 0");
+    }
+    return scaled;
+  }
+  return error(Code::kInvalidArgument, std::string(what) + ": unknown unit '" + std::string(unit) + "' in '" +
+                                           std::string(text) + "' (expected " + std::string(expected) + ")");
+}
+
+constexpr std::array kCountSuffixes{Suffix{"", 1}, Suffix{"k", 1e3}, Suffix{"K", 1e3}, Suffix{"M", 1e6},
+                                    Suffix{"G", 1e9}, Suffix{"T", 1e12}};
+
+// Every spelling of every rate unit: bits are decimal (networking convention); bytes may be binary.
+constexpr std::array kRateSuffixes{
+    Suffix{"", 1},
+    Suffix{"bit", 1.0 / 8},        Suffix{"kbit", 1e3 / 8},      Suffix{"Kbit", 1e3 / 8},
+    Suffix{"Mbit", 1e6 / 8},       Suffix{"Gbit", 1e9 / 8},      Suffix{"bit/s", 1.0 / 8},
+    Suffix{"kbit/s", 1e3 / 8},     Suffix{"Kbit/s", 1e3 / 8},    Suffix{"Mbit/s", 1e6 / 8},
+    Suffix{"Gbit/s", 1e9 / 8},     Suffix{"bps", 1.0 / 8},       Suffix{"kbps", 1e3 / 8},
+    Suffix{"Kbps", 1e3 / 8},       Suffix{"Mbps", 1e6 / 8},      Suffix{"Gbps", 1e9 / 8},
+    Suffix{"B", 1},                Suffix{"kB", 1e3},            Suffix{"KB", 1e3},
+    Suffix{"MB", 1e6},             Suffix{"GB", 1e9},            Suffix{"KiB", 1024.0},
+    Suffix{"MiB", 1024.0 * 1024},  Suffix{"GiB", 1024.0 * 1024 * 1024},
+    Suffix{"B/s", 1},              Suffix{"kB/s", 1e3},          Suffix{"KB/s", 1e3},
+    Suffix{"MB/s", 1e6},           Suffix{"GB/s", 1e9},          Suffix{"KiB/s", 1024.0},
+    Suffix{"MiB/s", 1024.0 * 1024}, Suffix{"GiB/s", 1024.0 * 1024 * 1024},
+};
+
+}  // namespace
+
+Result<double> parse_count(std::string_view text, std::string_view what) {
+  return parse_with(text, what, kCountSuffixes, "a count like 4096, 125k, 18M or 1.5G");
+}
+
+Result<double> parse_rate(std::string_view text, std::string_view what) {
+  return parse_with(text, what, kRateSuffixes, "a rate like 100Mbit, 1Gbit, 12.5MB or bytes/s as a number");
+}
+
+Result<Codec> parse_codec(std::string_view text) {
+  for (Codec codec : {Codec::kNone, Codec::kFloat16, Codec::kScaledFloat16, Codec::kUniform8Bit,
+                      Codec::kBlockwise8Bit}) {
+    if (text == codec_name(codec)) return codec;
+  }
+  return error(Code::kInvalidArgument,
+               "codec: unknown codec '" + std::string(text) + "' (expected none, fp16, scaled-fp16, uint8 or blockwise-8bit)");
+}
+
+std::string_view codec_name(Codec codec) {
+  switch (codec) {
+    case Codec::kNone: return "none";
+    case Codec::kFloat16: return "fp16";
+    case Codec::kScaledFloat16: return "scaled-fp16";
+    case Codec::kUniform8Bit: return "uint8";
+    case Codec::kBlockwise8Bit: return "blockwise-8bit";
+  }
+  return "none";
+}
+
+double bytes_per_value(Codec codec) {
+  switch (codec) {
+    case Codec::kNone: return 4;
+    case Codec::kFloat16:
+    case Codec::kScaledFloat16: return 2;
+    case Codec::kUniform8Bit:
+    case Codec::kBlockwise8Bit: return 1;
+  }
+  return 4;
+}
+
+std::string format_rate(double bytes_per_second) {
+  double bits = bytes_per_second * 8;
+  char buffer[64];
+  if (bits >= 1e9) {
+    std::snprintf(buffer, sizeof buffer, "%.3g Gbit/s", bits / 1e9);
+  } else if (bits >= 1e6) {
+    std::snprintf(buffer, sizeof buffer, "%.3g Mbit/s", bits / 1e6);
+  } else if (bits >= 1e3) {
+    std::snprintf(buffer, sizeof buffer, "%.3g kbit/s", bits / 1e3);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.3g bit/s", bits);
+  }
+  return buffer;
+}
+
+std::string format_count(double count) {
+  char buffer[64];
+  if (count >= 1e9) {
+    std::snprintf(buffer, sizeof buffer, "%.4gG", count / 1e9);
+  } else if (count >= 1e6) {
+    std::snprintf(buffer, sizeof buffer, "%.4gM", count / 1e6);
+  } else if (count >= 1e3) {
+    std::snprintf(buffer, sizeof buffer, "%.4gk", count / 1e3);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.4g", count);
+  }
+  return buffer;
+}
+
+}  // namespace dedloc::plan
