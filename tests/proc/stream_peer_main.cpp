@@ -6,7 +6,6 @@
 // Neither side ever holds the whole stream: the receiver hashes parts as they arrive, the sender generates
 // them, so peak memory shows what the transport itself buffers.
 #include <cstdio>
-#include <fstream>
 #include <future>
 #include <string>
 
@@ -16,35 +15,16 @@
 #include "dedloc/crypto/hash.hpp"
 #include "dedloc/crypto/identity.hpp"
 #include "dedloc/net/stream.hpp"
+#include "support/test_data.hpp"
+#include "support/test_paths.hpp"
 
 using namespace dedloc;
 using namespace dedloc::net;
 
 namespace {
 
-void pattern(std::uint64_t offset, std::span<std::uint8_t> out) {
-  // 8 bytes at a time: fast enough that generating 256 MiB is not the bottleneck.
-  for (size_t i = 0; i < out.size(); ++i) {
-    std::uint64_t x = (offset + i) * 0x9E3779B97F4A7C15ull;
-    out[i] = static_cast<std::uint8_t>(x >> 56);
-  }
-}
-
-long peak_rss_kib() {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  while (status >> key) {
-    if (key == "VmHWM:") {
-      long kib = 0;
-      status >> kib;
-      return kib;
-    }
-  }
-  return -1;
-}
-
 void print_result(std::uint64_t bytes, const std::string& hash) {
-  nlohmann::json j{{"bytes", bytes}, {"hash", hash}, {"peak_rss_kib", peak_rss_kib()}};
+  nlohmann::json j{{"bytes", bytes}, {"hash", hash}, {"peak_rss_kib", test::peak_rss_kib()}};
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
 }
@@ -111,7 +91,7 @@ int main(int argc, char** argv) {
     Client client(context, {.self = identity.peer_id()});
     crypto::Hasher hasher;
     auto source = [&](std::uint64_t offset, std::span<std::uint8_t> out) {
-      pattern(offset, out);
+      test::fill_pattern(offset, out);
       hasher.update(out);
     };
     Status st = send_stream(client, endpoint, 1, total, source, {}, Deadline::after(120s));
