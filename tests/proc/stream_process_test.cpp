@@ -34,6 +34,11 @@ TEST_CASE("A 256 MiB stream between two processes arrives bit-exact with bounded
   // resident memory per process (a copy of the stream would be 256 MiB).
   long sender_kib = sent["peak_rss_kib"], receiver_kib = received["peak_rss_kib"];
   INFO("sender peak " << sender_kib / 1024 << " MiB, receiver peak " << receiver_kib / 1024 << " MiB");
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan keeps freed memory in quarantine (256 MiB by default): resident memory says nothing there.
+  WARN("peak memory not checked under AddressSanitizer");
+#else
   CHECK(sender_kib < 64 * 1024);
   CHECK(receiver_kib < 64 * 1024);
+#endif
 }
