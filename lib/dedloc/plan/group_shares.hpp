@@ -64,6 +64,11 @@ struct GroupProgramSolution {
 [[nodiscard]] Result<GroupProgramSolution> solve_group_program(std::span<const GroupMember> members,
                                                                double min_xi = 0.0);
 
+// The same program as a general LP on lpsolve: the reference the closed form is tested and benchmarked
+// against. Returns ξ and one optimal w (which of the optimal share vectors depends on the solver).
+[[nodiscard]] Result<GroupProgramSolution> solve_group_program_lp(std::span<const GroupMember> members,
+                                                                  double timeout_seconds = 10);
+
 // Rounds shares to whole element counts summing exactly to `total` (largest remainder: floors first,
 // then one more element to the largest fractional parts; ties to the higher bandwidth, then the smaller
 // id, then the earlier input position). Clients always get 0.
