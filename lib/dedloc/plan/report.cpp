@@ -1,5 +1,6 @@
 #include "dedloc/plan/report.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <optional>
 #include <cmath>
 #include <cstdio>
 #include <utility>
