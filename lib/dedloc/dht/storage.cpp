@@ -1,0 +1,79 @@
+#include "dedloc/dht/storage.hpp"
+
+#include <algorithm>
+
+namespace dedloc::dht {
+
+double Record::expiration() const {
+  double latest = value ? value->expiration : 0;
+  for (const auto& [subkey, v] : subkeys) latest = std::max(latest, v.expiration);
+  return latest;
+}
+
+Result<bool> Storage::store(const crypto::PeerId& key, const std::optional<Bytes>& subkey, Bytes value,
+                            double expiration, double now) {
+  if (value.size() > limits_.max_value_bytes) {
+    return error(Code::kTooLarge, "value of " + std::to_string(value.size()) + " bytes is over the limit of " +
+                                      std::to_string(limits_.max_value_bytes));
+  }
+  if (expiration <= now) return error(Code::kRefused, "the value is already expired");
+  auto it = records_.find(key);
+  if (it != records_.end() && it->second.expiration() <= now) {
+    records_.erase(it);  // an expired record never blocks a new one
+    it = records_.end();
+  }
+  if (it == records_.end()) {
+    if (records_.size() >= limits_.max_keys) {
+      purge(now);
+      if (records_.size() >= limits_.max_keys) return error(Code::kTooLarge, "this node's storage is full");
+    }
+    it = records_.emplace(key, Record{}).first;
+  }
+  Record& record = it->second;
+  StoredValue stored{std::move(value), expiration};
+  if (!subkey) {
+    if (expiration <= record.expiration()) return error(Code::kRefused, "a value that expires later is stored");
+    record = Record{std::move(stored), {}};
+    return true;
+  }
+  if (record.value) {  // a plain value: a dictionary replaces it only by outliving it
+    if (expiration <= record.value->expiration) return error(Code::kRefused, "a value that expires later is stored");
+    record.value.reset();
+  }
+  auto held = record.subkeys.find(*subkey);
+  if (held != record.subkeys.end()) {
+    if (held->second.expiration > now && expiration <= held->second.expiration) {
+      return error(Code::kRefused, "a value that expires later is stored under this subkey");
+    }
+    held->second = std::move(stored);
+    return true;
+  }
+  if (record.subkeys.size() >= limits_.max_subkeys_per_key) {
+    return error(Code::kTooLarge, "the key holds " + std::to_string(record.subkeys.size()) + " subkeys, the limit");
+  }
+  record.subkeys.emplace(*subkey, std::move(stored));
+  return true;
+}
+
+std::optional<Record> Storage::get(const crypto::PeerId& key, double now) const {
+  auto it = records_.find(key);
+  if (it == records_.end()) return std::nullopt;
+  Record live;
+  if (it->second.value && it->second.value->expiration > now) live.value = it->second.value;
+  for (const auto& [subkey, v] : it->second.subkeys) {
+    if (v.expiration > now) live.subkeys.emplace(subkey, v);
+  }
+  if (!live.value && live.subkeys.empty()) return std::nullopt;
+  return live;
+}
+
+void Storage::purge(double now) {
+  for (auto it = records_.begin(); it != records_.end();) {
+    Record& r = it->second;
+    if (r.value && r.value->expiration <= now) r.value.reset();
+    std::erase_if(r.subkeys, [&](const auto& entry) { return entry.second.expiration <= now; });
+    it = (!r.value && r.subkeys.empty()) ? records_.erase(it) : std::next(it);
+  }
+}
+
+}  // namespace dedloc::dht

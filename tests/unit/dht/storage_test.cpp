@@ -1,0 +1,71 @@
+#include <catch2/catch.hpp>
+
+#include "dedloc/dht/storage.hpp"
+
+using namespace dedloc;
+using namespace dedloc::dht;
+
+namespace {
+
+crypto::PeerId key(std::uint8_t n) {
+  std::array<std::uint8_t, crypto::PeerId::kSize> bytes{};
+  bytes[0] = n;
+  return crypto::PeerId(bytes);
+}
+
+Bytes bytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
+
+}  // namespace
+
+TEST_CASE("A store is accepted only if it expires later than what is held", "[unit][dht]") {
+  Storage storage;
+  double now = 1000;
+  REQUIRE(storage.store(key(1), std::nullopt, bytes("v1"), now + 10, now).value());
+  auto older = storage.store(key(1), std::nullopt, bytes("v0"), now + 5, now);
+  REQUIRE_FALSE(older.is_ok());
+  CHECK(older.status().code() == Code::kRefused);
+  CHECK(storage.get(key(1), now)->value->value == bytes("v1"));
+  REQUIRE(storage.store(key(1), std::nullopt, bytes("v2"), now + 20, now).value());
+  CHECK(storage.get(key(1), now)->value->value == bytes("v2"));
+  CHECK(storage.store(key(2), std::nullopt, bytes("late"), now - 1, now).status().code() == Code::kRefused);
+}
+
+TEST_CASE("Values disappear at their expiration and purge frees them", "[unit][dht]") {
+  Storage storage;
+  REQUIRE(storage.store(key(1), std::nullopt, bytes("v"), 110, 100).value());
+  CHECK(storage.get(key(1), 109.9).has_value());
+  CHECK_FALSE(storage.get(key(1), 110).has_value());
+  // An expired value never blocks a new one, even with an earlier expiration than the old one had.
+  REQUIRE(storage.store(key(1), std::nullopt, bytes("new"), 115, 111).value());
+  CHECK(storage.get(key(1), 111)->value->value == bytes("new"));
+  storage.purge(200);
+  CHECK(storage.key_count() == 0);
+}
+
+TEST_CASE("Dictionary subkeys each keep their own value and expiration", "[unit][dht]") {
+  Storage storage;
+  double now = 50;
+  REQUIRE(storage.store(key(7), bytes("peer-a"), bytes("epoch 3"), now + 10, now).value());
+  REQUIRE(storage.store(key(7), bytes("peer-b"), bytes("epoch 4"), now + 30, now).value());
+  CHECK(storage.store(key(7), bytes("peer-a"), bytes("epoch 2"), now + 5, now).status().code() == Code::kRefused);
+  auto record = storage.get(key(7), now);
+  REQUIRE(record.has_value());
+  CHECK(record->subkeys.size() == 2);
+  CHECK(record->subkeys.at(bytes("peer-a")).value == bytes("epoch 3"));
+  CHECK(record->expiration() == now + 30);
+  auto later = storage.get(key(7), now + 20);  // peer-a's entry has expired, peer-b's has not
+  REQUIRE(later.has_value());
+  CHECK(later->subkeys.size() == 1);
+  CHECK(later->subkeys.count(bytes("peer-b")) == 1);
+}
+
+TEST_CASE("Storage limits refuse oversized values and too many keys", "[unit][dht]") {
+  Storage storage({.max_keys = 2, .max_subkeys_per_key = 1, .max_value_bytes = 8});
+  CHECK(storage.store(key(1), std::nullopt, Bytes(9, 0), 10, 0).status().code() == Code::kTooLarge);
+  REQUIRE(storage.store(key(1), std::nullopt, bytes("a"), 10, 0).value());
+  REQUIRE(storage.store(key(2), bytes("s"), bytes("b"), 10, 0).value());
+  CHECK(storage.store(key(3), std::nullopt, bytes("c"), 10, 0).status().code() == Code::kTooLarge);
+  CHECK(storage.store(key(2), bytes("t"), bytes("d"), 10, 0).status().code() == Code::kTooLarge);
+  // Once the first keys expire there is room again.
+  REQUIRE(storage.store(key(3), std::nullopt, bytes("c"), 30, 20).value());
+}
