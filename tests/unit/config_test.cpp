@@ -30,6 +30,14 @@ void read_demo(ConfigReader& r, DemoOptions& o) {
   averaging.read("codec", o.codec);
 }
 
+// Reads `yaml` (named `source`) into `o` and returns what finish() reports.
+Status read_demo_text(const std::string& yaml, const std::string& source, DemoOptions& o) {
+  auto reader = ConfigReader::from_string(yaml, source);
+  REQUIRE(reader.is_ok());
+  read_demo(*reader, o);
+  return reader->finish();
+}
+
 }  // namespace
 
 TEST_CASE("YAML values override defaults and absent keys keep them", "[unit][config]") {
@@ -48,34 +56,24 @@ TEST_CASE("YAML values override defaults and absent keys keep them", "[unit][con
 }
 
 TEST_CASE("An unknown key is an error naming the key and the file", "[unit][config]") {
-  auto reader = ConfigReader::from_string("listen: tcp://127.0.0.1:9000\nlisten_addr: oops\n", "configs/dht.yaml");
-  REQUIRE(reader.is_ok());
   DemoOptions o;
-  read_demo(*reader, o);
-  Status st = reader->finish();
+  Status st = read_demo_text("listen: tcp://127.0.0.1:9000\nlisten_addr: oops\n", "configs/dht.yaml", o);
   REQUIRE_FALSE(st.is_ok());
   CHECK(st.message() == "configs/dht.yaml: unknown key 'listen_addr'");
-
-  auto nested = ConfigReader::from_string("averaging:\n  codecs: fp16\n", "r.yaml");
-  REQUIRE(nested.is_ok());
-  read_demo(*nested, o);
-  CHECK(nested->finish().message() == "r.yaml: unknown key 'averaging.codecs'");
+  CHECK(read_demo_text("averaging:\n  codecs: fp16\n", "r.yaml", o).message() ==
+        "r.yaml: unknown key 'averaging.codecs'");
 }
 
 TEST_CASE("A mistyped value is an error naming the key, the file and the line", "[unit][config]") {
-  auto reader = ConfigReader::from_string("listen: x\nbucket_size: twenty\n", "demo.yaml");
-  REQUIRE(reader.is_ok());
   DemoOptions o;
-  read_demo(*reader, o);
-  Status st = reader->finish();
+  Status st = read_demo_text("listen: x\nbucket_size: twenty\n", "demo.yaml", o);
   REQUIRE_FALSE(st.is_ok());
   CHECK(st.code() == Code::kInvalidArgument);
   CHECK(st.message() == "demo.yaml:2: key 'bucket_size' must be an integer");
   CHECK(o.bucket_size == 20);  // the default survives a bad value
 
-  auto negative = ConfigReader::from_string("timeout: -1\n", "demo.yaml");
-  read_demo(*negative, o);
-  CHECK(negative->finish().message() == "demo.yaml:1: key 'timeout' must be a non-negative number of seconds");
+  CHECK(read_demo_text("timeout: -1\n", "demo.yaml", o).message() ==
+        "demo.yaml:1: key 'timeout' must be a non-negative number of seconds");
 }
 
 TEST_CASE("Invalid YAML and missing files give clear errors", "[unit][config]") {

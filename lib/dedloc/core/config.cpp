@@ -87,9 +87,13 @@ void ConfigReader::read(std::string_view key, std::int64_t& out) {
 }
 
 void ConfigReader::read(std::string_view key, int& out) {
-  std::int64_t wide = out;
-  YAML::Node n = node_.IsMap() ? node_[std::string(key)] : YAML::Node();
-  read(key, wide);
+  YAML::Node n = take(key);
+  if (!n.IsDefined() || n.IsNull()) return;
+  std::int64_t wide = 0;
+  if (!convert(n, wide)) {
+    type_error(key, n, "an integer");
+    return;
+  }
   if (wide < std::numeric_limits<int>::min() || wide > std::numeric_limits<int>::max()) {
     type_error(key, n, "an integer that fits in 32 bits");
     return;

@@ -67,7 +67,7 @@ ClientLoop::Connection* ClientLoop::connection_for(const std::string& endpoint, 
     zmq::socket_t socket(context_, zmq::socket_type::dealer);
     apply_socket_options(socket, options_.socket);
     socket.connect(endpoint);
-    auto [inserted, ok] = connections_.emplace(endpoint, Connection{std::move(socket), 0, {}});
+    auto inserted = connections_.emplace(endpoint, Connection{std::move(socket), 0, {}}).first;
     connection_count_.store(connections_.size());
     return &inserted->second;
   } catch (const zmq::error_t& e) {

@@ -108,33 +108,28 @@ double bytes_per_value(Codec codec) {
   return 4;
 }
 
-std::string format_rate(double bytes_per_second) {
-  double bits = bytes_per_second * 8;
-  char buffer[64];
-  if (bits >= 1e9) {
-    std::snprintf(buffer, sizeof buffer, "%.3g Gbit/s", bits / 1e9);
-  } else if (bits >= 1e6) {
-    std::snprintf(buffer, sizeof buffer, "%.3g Mbit/s", bits / 1e6);
-  } else if (bits >= 1e3) {
-    std::snprintf(buffer, sizeof buffer, "%.3g kbit/s", bits / 1e3);
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%.3g bit/s", bits);
+namespace {
+
+// `value` with the largest of G/M/k (powers of 1000) that keeps it >= 1, then `unit`: "1.5 Gbit/s", "18M".
+std::string format_scaled(double value, const char* separator, const char* unit, int digits) {
+  static constexpr struct {
+    double scale;
+    const char* prefix;
+  } kPrefixes[] = {{1e9, "G"}, {1e6, "M"}, {1e3, "k"}, {1, ""}};
+  for (const auto& p : kPrefixes) {
+    if (value >= p.scale || p.scale == 1) {
+      char buffer[64];
+      std::snprintf(buffer, sizeof buffer, "%.*g%s%s%s", digits, value / p.scale, separator, p.prefix, unit);
+      return buffer;
+    }
   }
-  return buffer;
+  return {};
 }
 
-std::string format_count(double count) {
-  char buffer[64];
-  if (count >= 1e9) {
-    std::snprintf(buffer, sizeof buffer, "%.4gG", count / 1e9);
-  } else if (count >= 1e6) {
-    std::snprintf(buffer, sizeof buffer, "%.4gM", count / 1e6);
-  } else if (count >= 1e3) {
-    std::snprintf(buffer, sizeof buffer, "%.4gk", count / 1e3);
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%.4g", count);
-  }
-  return buffer;
-}
+}  // namespace
+
+std::string format_rate(double bytes_per_second) { return format_scaled(bytes_per_second * 8, " ", "bit/s", 3); }
+
+std::string format_count(double count) { return format_scaled(count, "", "", 4); }
 
 }  // namespace dedloc::plan
