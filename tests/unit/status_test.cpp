@@ -34,5 +34,6 @@ TEST_CASE("Status codes are stable wire numbers", "[unit][core]") {
   CHECK(static_cast<int>(Code::kMalformed) == 5);
   CHECK(static_cast<int>(Code::kVersionMismatch) == 6);
   CHECK(static_cast<int>(Code::kUnknownType) == 13);
+  CHECK(static_cast<int>(Code::kUnauthorized) == 14);
   CHECK(code_name(Code::kVersionMismatch) == "version_mismatch");
 }

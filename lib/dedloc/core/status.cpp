@@ -18,6 +18,7 @@ std::string_view code_name(Code code) {
     case Code::kCancelled: return "cancelled";
     case Code::kInfeasible: return "infeasible";
     case Code::kUnknownType: return "unknown_type";
+    case Code::kUnauthorized: return "unauthorized";
   }
   return "unknown_code";
 }

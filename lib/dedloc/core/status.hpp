@@ -29,6 +29,7 @@ enum class Code : std::uint16_t {
   kCancelled = 11,        // shut down while waiting
   kInfeasible = 12,       // an optimization problem without a solution
   kUnknownType = 13,      // a message type this peer does not serve
+  kUnauthorized = 14,     // a signature, token or owner check failed
 };
 
 // A short lowercase name for logs and JSON ("timeout", "malformed", ...).

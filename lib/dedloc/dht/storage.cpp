@@ -10,11 +10,12 @@ double Record::expiration() const {
   return latest;
 }
 
-Result<bool> Storage::store(const crypto::PeerId& key, const std::optional<Bytes>& subkey, Bytes value,
-                            double expiration, double now) {
-  if (value.size() > limits_.max_value_bytes) {
-    return error(Code::kTooLarge, "value of " + std::to_string(value.size()) + " bytes is over the limit of " +
-                                      std::to_string(limits_.max_value_bytes));
+Result<bool> Storage::store(const crypto::PeerId& key, const std::optional<Bytes>& subkey, StoredValue stored,
+                            double now, std::string_view name) {
+  const double expiration = stored.expiration;
+  if (stored.value.size() > limits_.max_value_bytes) {
+    return error(Code::kTooLarge, "value of " + std::to_string(stored.value.size()) +
+                                      " bytes is over the limit of " + std::to_string(limits_.max_value_bytes));
   }
   if (expiration <= now) return error(Code::kRefused, "the value is already expired");
   auto it = records_.find(key);
@@ -30,10 +31,11 @@ Result<bool> Storage::store(const crypto::PeerId& key, const std::optional<Bytes
     it = records_.emplace(key, Record{}).first;
   }
   Record& record = it->second;
-  StoredValue stored{std::move(value), expiration};
+  if (record.name.empty()) record.name = name;
   if (!subkey) {
     if (expiration <= record.expiration()) return error(Code::kRefused, "a value that expires later is stored");
-    record = Record{std::move(stored), {}};
+    record.value = std::move(stored);
+    record.subkeys.clear();
     return true;
   }
   if (record.value) {  // a plain value: a dictionary replaces it only by outliving it
@@ -59,12 +61,21 @@ std::optional<Record> Storage::get(const crypto::PeerId& key, double now) const 
   auto it = records_.find(key);
   if (it == records_.end()) return std::nullopt;
   Record live;
+  live.name = it->second.name;
   if (it->second.value && it->second.value->expiration > now) live.value = it->second.value;
   for (const auto& [subkey, v] : it->second.subkeys) {
     if (v.expiration > now) live.subkeys.emplace(subkey, v);
   }
   if (!live.value && live.subkeys.empty()) return std::nullopt;
   return live;
+}
+
+std::vector<crypto::PeerId> Storage::live_keys(double now) const {
+  std::vector<crypto::PeerId> keys;
+  for (const auto& [key, record] : records_) {
+    if (record.expiration() > now) keys.push_back(key);
+  }
+  return keys;
 }
 
 void Storage::purge(double now) {

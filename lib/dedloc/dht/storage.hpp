@@ -10,6 +10,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "dedloc/core/bytes.hpp"
 #include "dedloc/core/status.hpp"
@@ -20,10 +22,12 @@ namespace dedloc::dht {
 struct StoredValue {
   Bytes value;
   double expiration = 0;  // unix seconds
+  Bytes signature;        // the owner's, for owned entries (kept so the record can be re-stored elsewhere)
 };
 
 // What a key holds now: a plain value, or the live subkeys of a dictionary.
 struct Record {
+  std::string name;  // the key's name when a store told it (needed to re-store the record elsewhere)
   std::optional<StoredValue> value;
   std::map<Bytes, StoredValue> subkeys;
   // The latest expiration in the record (how long the key stays alive).
@@ -43,10 +47,16 @@ class Storage {
   // Stores `value` under `key` (and `subkey`, when given) if it expires after `now` and after what is held
   // there. Returns true if stored; kRefused if older or already expired; kTooLarge over a limit; a plain store
   // over a dictionary (or the reverse) replaces it only if it expires later than the whole record.
+  Result<bool> store(const crypto::PeerId& key, const std::optional<Bytes>& subkey, StoredValue value, double now,
+                     std::string_view name = {});
   Result<bool> store(const crypto::PeerId& key, const std::optional<Bytes>& subkey, Bytes value, double expiration,
-                     double now);
+                     double now) {
+    return store(key, subkey, StoredValue{std::move(value), expiration, {}}, now);
+  }
   // The live record under `key`, or nullopt.
   std::optional<Record> get(const crypto::PeerId& key, double now) const;
+  // The keys holding something live at `now` (what a node re-stores to the current replicas).
+  std::vector<crypto::PeerId> live_keys(double now) const;
   // Drops everything expired by `now`.
   void purge(double now);
   size_t key_count() const { return records_.size(); }

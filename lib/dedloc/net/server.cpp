@@ -204,8 +204,8 @@ void ServerLoop::send_reply(const std::string& routing_id, std::uint64_t request
 }
 
 Server::Server(zmq::context_t& context, ServerOptions options) : context_(context), options_(std::move(options)) {
-  handle<wire::Ping>([](wire::Ping&& ping, Incoming&&, Replier replier) {
-    replier.reply(wire::Pong{ping.sent_unix_time, SystemClock::instance().unix_seconds(), "dedloc " DEDLOC_VERSION});
+  handle<wire::Ping>([clock = options_.clock](wire::Ping&& ping, Incoming&&, Replier replier) {
+    replier.reply(wire::Pong{ping.sent_unix_time, clock->unix_seconds(), "dedloc " DEDLOC_VERSION});
   });
   handle<wire::Probe>([](wire::Probe&& probe, Incoming&& request, Replier replier) {
     wire::ProbeReply reply{probe.sequence, request.payload_bytes()};

@@ -17,6 +17,7 @@
 
 #include <zmq.hpp>
 
+#include "dedloc/core/clock.hpp"
 #include "dedloc/core/log.hpp"
 #include "dedloc/crypto/peer_id.hpp"
 #include "dedloc/net/message.hpp"
@@ -29,6 +30,7 @@ struct ServerOptions {
   crypto::PeerId self;                        // written as the sender of every reply
   SocketOptions socket;                       // linger, queue bounds, wire limits
   Logger* log = &Logger::global();
+  const Clock* clock = &SystemClock::instance();  // the wall clock a Pong reports (tests skew it)
 };
 
 struct ServerStats {

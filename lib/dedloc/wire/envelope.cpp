@@ -1,5 +1,7 @@
 #include "dedloc/wire/envelope.hpp"
 
+#include "dedloc/wire/unpack.hpp"
+
 #include <limits>
 
 namespace dedloc::wire {
@@ -15,40 +17,9 @@ Bytes encode_header(const Envelope& envelope, ByteSpan body) {
   return header.to_bytes();
 }
 
-namespace {
-
-Result<std::shared_ptr<msgpack::object_handle>> unpack(ByteSpan bytes, const Limits& limits) {
-  if (bytes.size() > limits.max_header_bytes) {
-    return error(Code::kTooLarge, "header of " + std::to_string(bytes.size()) + " bytes is over the limit of " +
-                                      std::to_string(limits.max_header_bytes));
-  }
-  msgpack::unpack_limit limit(limits.max_collection_size, limits.max_collection_size, limits.max_string_bytes,
-                              limits.max_binary_bytes, 0, limits.max_depth);
-  auto handle = std::make_shared<msgpack::object_handle>();
-  size_t offset = 0;
-  try {
-    // Copy strings and binaries out of the frame so the header never points into network buffers.
-    auto copy_all = [](msgpack::type::object_type, std::size_t, void*) { return false; };
-    *handle = msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size(), offset, copy_all, nullptr,
-                              limit);
-  } catch (const msgpack::depth_size_overflow&) {
-    return error(Code::kTooLarge, "header nests deeper than " + std::to_string(limits.max_depth));
-  } catch (const msgpack::size_overflow& e) {
-    return error(Code::kTooLarge, std::string("header has a collection, string or binary over its limit (") +
-                                      e.what() + ")");
-  } catch (const std::exception& e) {
-    return error(Code::kMalformed, std::string("header is not valid msgpack (") + e.what() + ")");
-  }
-  if (offset != bytes.size()) {
-    return error(Code::kMalformed, "header has " + std::to_string(bytes.size() - offset) + " trailing bytes");
-  }
-  return handle;
-}
-
-}  // namespace
 
 Result<DecodedHeader> decode_header(ByteSpan bytes, const Limits& limits) {
-  auto handle = unpack(bytes, limits);
+  auto handle = unpack_bounded(bytes, limits, "header");
   if (!handle) return handle.status();
   auto header = MapReader::of((*handle)->get(), "header");
   if (!header) return header.status();
@@ -90,7 +61,7 @@ Result<DecodedHeader> decode_header(ByteSpan bytes, const Limits& limits) {
 }
 
 std::optional<std::uint64_t> peek_request_id(ByteSpan bytes, const Limits& limits) {
-  auto handle = unpack(bytes, limits);
+  auto handle = unpack_bounded(bytes, limits, "header");
   if (!handle) return std::nullopt;
   auto header = MapReader::of((*handle)->get(), "header");
   if (!header) return std::nullopt;

@@ -66,6 +66,16 @@ MapWriter& MapWriter::put_doubles(std::string_view k, const std::vector<double>&
   return *this;
 }
 
+MapWriter& MapWriter::put_binaries(std::string_view k, const std::vector<Bytes>& values) {
+  key(k);
+  packer_.pack_array(static_cast<std::uint32_t>(values.size()));
+  for (const auto& v : values) {
+    packer_.pack_bin(static_cast<std::uint32_t>(v.size()));
+    packer_.pack_bin_body(reinterpret_cast<const char*>(v.data()), static_cast<std::uint32_t>(v.size()));
+  }
+  return *this;
+}
+
 MapWriter& MapWriter::put_map(std::string_view k, const MapWriter& nested) {
   key(k);
   nested.write_to(body_);
@@ -177,6 +187,7 @@ bool convert_array(const msgpack::object& o, std::vector<T>& out) {
 
 bool convert(const msgpack::object& o, std::vector<std::string>& out) { return convert_array(o, out); }
 bool convert(const msgpack::object& o, std::vector<double>& out) { return convert_array(o, out); }
+bool convert(const msgpack::object& o, std::vector<Bytes>& out) { return convert_array(o, out); }
 
 template <class T>
 constexpr std::string_view type_name() {
@@ -187,6 +198,7 @@ constexpr std::string_view type_name() {
   else if constexpr (std::is_same_v<T, std::string>) return "a string";
   else if constexpr (std::is_same_v<T, Bytes>) return "binary";
   else if constexpr (std::is_same_v<T, std::vector<std::string>>) return "an array of strings";
+  else if constexpr (std::is_same_v<T, std::vector<Bytes>>) return "an array of binaries";
   else return "an array of numbers";
 }
 
@@ -211,6 +223,7 @@ template MapReader& MapReader::field(std::string_view, std::string&, bool);
 template MapReader& MapReader::field(std::string_view, Bytes&, bool);
 template MapReader& MapReader::field(std::string_view, std::vector<std::string>&, bool);
 template MapReader& MapReader::field(std::string_view, std::vector<double>&, bool);
+template MapReader& MapReader::field(std::string_view, std::vector<Bytes>&, bool);
 
 Result<MapReader> MapReader::nested(std::string_view key) const {
   static const msgpack::object kEmptyMap = [] {

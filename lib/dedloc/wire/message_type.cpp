@@ -11,6 +11,16 @@ std::string_view message_type_name(MessageType type) {
     case MessageType::kProbeReply: return "ProbeReply";
     case MessageType::kStreamPart: return "StreamPart";
     case MessageType::kStreamAck: return "StreamAck";
+    case MessageType::kDhtFindNode: return "DhtFindNode";
+    case MessageType::kDhtNodes: return "DhtNodes";
+    case MessageType::kDhtFindValue: return "DhtFindValue";
+    case MessageType::kDhtValue: return "DhtValue";
+    case MessageType::kDhtStore: return "DhtStore";
+    case MessageType::kDhtStored: return "DhtStored";
+    case MessageType::kDhtListPeers: return "DhtListPeers";
+    case MessageType::kDhtPeerList: return "DhtPeerList";
+    case MessageType::kDhtCheckReachable: return "DhtCheckReachable";
+    case MessageType::kDhtReachability: return "DhtReachability";
   }
   return "unknown";
 }

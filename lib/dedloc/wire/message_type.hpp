@@ -18,7 +18,18 @@ enum class MessageType : std::uint16_t {
   kProbeReply = 5,
   kStreamPart = 6,   // one part of a large byte stream, with its offset (flow-controlled by acks)
   kStreamAck = 7,
-  // 100-199: DHT, 200-299: averaging, 300-399: relay, 400-499: training state (reserved)
+  // 100-199: DHT (dht_messages.hpp)
+  kDhtFindNode = 100,        // the contacts nearest to a target id
+  kDhtNodes = 101,
+  kDhtFindValue = 102,       // the record under a key, plus the contacts nearest to it
+  kDhtValue = 103,
+  kDhtStore = 104,           // store one (signed) record
+  kDhtStored = 105,
+  kDhtListPeers = 106,       // what a node knows: its routing table and storage size
+  kDhtPeerList = 107,
+  kDhtCheckReachable = 108,  // "can you dial me back?": the bootstrap reachability check
+  kDhtReachability = 109,
+  // 200-299: averaging, 300-399: relay, 400-499: training state (reserved)
 };
 
 // "Ping", "StreamPart", ... ; "unknown" for numbers this build does not know.
