@@ -1,0 +1,585 @@
+#include "dedloc/dht/node.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "dedloc/dht/record.hpp"
+#include "dedloc/wire/messages.hpp"
+
+namespace dedloc::dht {
+
+namespace {
+
+constexpr std::string_view kLog = "dht";
+// A value reply stays well under the 1 MiB header limit, however many subkeys the record has.
+constexpr size_t kMaxReplyValueBytes = 768u << 10;
+// Reachability checks run at once on our behalf of others (each dials an endpoint someone gave us).
+constexpr int kMaxReachabilityChecks = 16;
+// Failed nodes remembered at once (a node of a huge swarm forgets the oldest first).
+constexpr size_t kMaxFailedRemembered = 4096;
+
+Contact to_contact(const wire::ContactInfo& info, double now) { return {info.id, info.endpoint, now}; }
+
+std::vector<Contact> to_contacts(const std::vector<wire::ContactInfo>& infos, double now) {
+  std::vector<Contact> out;
+  out.reserve(infos.size());
+  for (const auto& info : infos) {
+    if (!info.id.is_zero() && net::parse_tcp_endpoint(info.endpoint)) out.push_back(to_contact(info, now));
+  }
+  return out;
+}
+
+std::vector<wire::RecordEntry> to_entries(const Record& record) {
+  std::vector<wire::RecordEntry> out;
+  size_t bytes = 0;
+  auto add = [&](std::optional<Bytes> subkey, const StoredValue& stored) {
+    bytes += stored.value.size() + stored.signature.size() + (subkey ? subkey->size() : 0);
+    if (bytes > kMaxReplyValueBytes || out.size() >= wire::kMaxRecordSubkeys) return;
+    out.push_back({std::move(subkey), stored.value, stored.expiration, stored.signature});
+  };
+  if (record.value) add(std::nullopt, *record.value);
+  for (const auto& [subkey, stored] : record.subkeys) add(subkey, stored);
+  return out;
+}
+
+}  // namespace
+
+struct Node::Answer {
+  Contact from;
+  Result<net::Incoming> reply;
+};
+
+Node::Node(zmq::context_t& context, crypto::Identity identity, NodeOptions options)
+    : context_(context),
+      identity_(std::move(identity)),
+      options_(std::move(options)),
+      validator_(options_.validation),
+      table_(identity_.peer_id(), options_.bucket_size),
+      storage_(options_.storage) {}
+
+Node::~Node() { stop(); }
+
+Status Node::start() {
+  if (started_) return Status::ok();
+  if (options_.listen.empty() && !options_.client_mode) {
+    return error(Code::kInvalidArgument, "a DHT node without a listen address must run in client mode");
+  }
+  net::ClientOptions client_options;
+  client_options.self = id();
+  client_options.socket = options_.socket;
+  client_options.idle_close = options_.idle_connection_close;
+  client_options.log = options_.log;
+  client_ = std::make_unique<net::Client>(context_, client_options);
+
+  if (!options_.listen.empty()) {
+    net::ServerOptions server_options;
+    server_options.listen = options_.listen;
+    server_options.self = id();
+    server_options.socket = options_.socket;
+    server_options.log = options_.log;
+    server_options.clock = options_.clock;
+    server_ = std::make_unique<net::Server>(context_, server_options);
+    install_handlers();
+    DEDLOC_RETURN_IF_ERROR(server_->start());
+    advertised_ = options_.announce.empty() ? net::dialable_endpoint(server_->endpoint(), "127.0.0.1")
+                                            : options_.announce;
+  }
+  started_ = true;
+  if (options_.maintenance_interval > Duration::zero()) maintenance_ = std::thread([this] { maintenance_loop(); });
+  options_.log->info(kLog) << "node " << id().short_string() << (options_.client_mode ? " (client mode)" : "")
+                           << (advertised_.empty() ? std::string() : " at " + advertised_);
+  return Status::ok();
+}
+
+void Node::stop() {
+  {
+    std::lock_guard lock(maintenance_mutex_);
+    if (stopping_.exchange(true)) return;
+  }
+  maintenance_wake_.notify_all();
+  if (maintenance_.joinable()) maintenance_.join();
+  if (server_) server_->stop();
+  client_.reset();  // fails our calls in flight with kCancelled; never waits on remote peers
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Answering other nodes
+
+void Node::install_handlers() {
+  server_->handle<wire::DhtFindNode>([this](wire::DhtFindNode&& m, net::Incoming&& request, net::Replier replier) {
+    note_sender(request.envelope().sender, m.sender_endpoint);
+    replier.reply(wire::DhtNodes{nearest_infos(m.target)});
+  });
+
+  server_->handle<wire::DhtFindValue>([this](wire::DhtFindValue&& m, net::Incoming&& request, net::Replier replier) {
+    note_sender(request.envelope().sender, m.sender_endpoint);
+    wire::DhtValue reply;
+    {
+      std::lock_guard lock(mutex_);
+      if (auto record = storage_.get(m.key, now())) reply.entries = to_entries(*record);
+    }
+    reply.nearest = nearest_infos(m.key);
+    replier.reply(reply);
+  });
+
+  server_->handle<wire::DhtStore>([this](wire::DhtStore&& m, net::Incoming&& request, net::Replier replier) {
+    note_sender(request.envelope().sender, m.sender_endpoint);
+    Status stored = store_locally(m.key_name, m.entry);
+    if (!stored.is_ok()) return replier.fail(stored);
+    replier.reply(wire::DhtStored{});
+  });
+
+  server_->handle<wire::DhtListPeers>([this](wire::DhtListPeers&& m, net::Incoming&&, net::Replier replier) {
+    wire::DhtPeerList reply;
+    reply.endpoint = advertised_;
+    size_t limit = std::min<std::uint64_t>(m.max_contacts, wire::kMaxPeerListContacts);
+    for (const auto& contact : contacts()) {
+      if (reply.contacts.size() >= limit) break;
+      reply.contacts.push_back({contact.id, contact.endpoint, contact.last_seen});
+    }
+    reply.stored_keys = stored_keys();
+    replier.reply(reply);
+  });
+
+  server_->handle<wire::DhtCheckReachable>(
+      [this](wire::DhtCheckReachable&& m, net::Incoming&& request, net::Replier replier) {
+        check_reachable(m.endpoint, request.envelope().sender, std::move(replier));
+      });
+}
+
+std::vector<wire::ContactInfo> Node::nearest_infos(const PeerId& target) const {
+  std::vector<wire::ContactInfo> out;
+  std::lock_guard lock(mutex_);
+  for (const auto& contact : table_.nearest(target, std::min(options_.bucket_size, wire::kMaxDhtContacts))) {
+    out.push_back({contact.id, contact.endpoint, 0});
+  }
+  return out;
+}
+
+Status Node::store_locally(const std::string& key_name, const wire::RecordEntry& entry) {
+  double t = now();
+  DEDLOC_RETURN_IF_ERROR(validator_.validate(key_name, entry, t));
+  std::lock_guard lock(mutex_);
+  auto stored = storage_.store(key_id(key_name), entry.subkey, StoredValue{entry.value, entry.expiration, entry.signature},
+                               t, key_name);
+  if (!stored) return stored.status();
+  return Status::ok();
+}
+
+void Node::note_sender(const crypto::PeerId& id, const std::string& endpoint) {
+  // Client-mode nodes send no endpoint and stay out of routing tables; so does anything we cannot dial.
+  if (endpoint.empty() || id.is_zero() || id == this->id() || endpoint.size() > wire::kMaxEndpointBytes) return;
+  if (!net::parse_tcp_endpoint(endpoint)) return;
+  note_alive(Contact{id, endpoint, now()});
+}
+
+void Node::note_alive(const Contact& contact) {
+  std::optional<Contact> oldest;
+  {
+    std::lock_guard lock(mutex_);
+    failed_.erase(contact.id);
+    oldest = table_.update(contact);
+    if (!oldest || pinging_.contains(oldest->id) || !client_) return;
+    pinging_.insert(oldest->id);
+  }
+  // The bucket is full: keep its oldest contact if it still answers (long-lived nodes are the most reliable,
+  // and this resists floods of fresh ids); otherwise the newcomer, waiting in the replacement cache, takes over.
+  client_->call(oldest->endpoint, net::Outgoing::of(wire::Ping{now()}), Deadline::after(options_.rpc_timeout),
+                [this, contact = *oldest](Result<net::Incoming>&& reply) {
+                  bool alive = reply && reply->envelope().sender == contact.id;
+                  {
+                    std::lock_guard lock(mutex_);
+                    pinging_.erase(contact.id);
+                  }
+                  if (alive) {
+                    std::lock_guard lock(mutex_);
+                    table_.update(Contact{contact.id, contact.endpoint, now()});
+                  } else {
+                    note_dead(contact.id);
+                  }
+                });
+}
+
+void Node::note_dead(const PeerId& id) {
+  std::lock_guard lock(mutex_);
+  table_.mark_dead(id);
+  if (failed_.size() >= kMaxFailedRemembered) {
+    auto oldest = std::min_element(failed_.begin(), failed_.end(),
+                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+    failed_.erase(oldest);
+  }
+  failed_[id] = std::chrono::steady_clock::now();
+}
+
+bool Node::recently_failed(const PeerId& id) {
+  auto it = failed_.find(id);
+  if (it == failed_.end()) return false;
+  if (std::chrono::steady_clock::now() - it->second < options_.failed_node_memory) return true;
+  failed_.erase(it);
+  return false;
+}
+
+void Node::check_reachable(const std::string& endpoint, const crypto::PeerId& expected, net::Replier replier) {
+  if (!net::parse_tcp_endpoint(endpoint)) {
+    return replier.reply(wire::DhtReachability{false, "'" + endpoint + "' is not a tcp://HOST:PORT endpoint"});
+  }
+  if (reachability_checks_.fetch_add(1) >= kMaxReachabilityChecks) {
+    --reachability_checks_;
+    return replier.fail(error(Code::kRefused, "too many reachability checks in progress; try again"));
+  }
+  auto timeout = options_.rpc_timeout;
+  client_->call(endpoint, net::Outgoing::of(wire::Ping{now()}), Deadline::after(timeout),
+                [this, endpoint, expected, timeout, replier](Result<net::Incoming>&& reply) {
+                  --reachability_checks_;
+                  wire::DhtReachability answer;
+                  if (!reply) {
+                    answer.detail = "no answer from " + endpoint + " within " + std::to_string(to_ms(timeout)) +
+                                    " ms (" + reply.status().message() + ")";
+                  } else if (reply->envelope().sender != expected) {
+                    answer.detail = endpoint + " answered as peer " + reply->envelope().sender.short_string() +
+                                    ", not as " + expected.short_string();
+                  } else {
+                    answer.reachable = true;
+                  }
+                  replier.reply(answer);
+                });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Asking other nodes
+
+void Node::send_rpc(const Contact& to, net::Outgoing request, Deadline deadline, std::shared_ptr<Inbox> inbox) {
+  Deadline rpc_deadline{std::min(deadline.at, Deadline::after(options_.rpc_timeout).at)};
+  auto sent = std::chrono::steady_clock::now();
+  ++rpcs_sent_;
+  client_->call(to.endpoint, std::move(request), rpc_deadline,
+                [this, to, sent, inbox = std::move(inbox)](Result<net::Incoming>&& reply) {
+                  std::int64_t waited = (std::chrono::steady_clock::now() - sent).count();
+                  std::int64_t longest = longest_rpc_wait_ns_.load();
+                  while (waited > longest && !longest_rpc_wait_ns_.compare_exchange_weak(longest, waited)) {
+                  }
+                  // A reply must come from the node we meant to ask: another process on that port is not it.
+                  if (reply && reply->envelope().sender != to.id) {
+                    reply = error(Code::kRefused, to.endpoint + " answered as peer " +
+                                                      reply->envelope().sender.short_string() + ", not " +
+                                                      to.id.short_string());
+                  }
+                  if (!reply) ++rpcs_failed_;
+                  inbox->push(Answer{to, std::move(reply)});
+                });
+}
+
+Lookup Node::run_lookup(const PeerId& target, const std::function<net::Outgoing()>& make_request,
+                        const AnswerReader& read, Deadline deadline) {
+  std::vector<Contact> seeds;
+  {
+    std::lock_guard lock(mutex_);
+    seeds = table_.nearest(target, options_.bucket_size);
+  }
+  Lookup lookup(target, id(), seeds, LookupOptions{options_.lookup_k, options_.alpha});
+  // Shared with the RPC completions: answers that arrive after we gave up land here harmlessly.
+  auto inbox = std::make_shared<Inbox>();
+  while (!lookup.done() && !stopping_) {
+    for (const auto& contact : lookup.next_queries()) send_rpc(contact, make_request(), deadline, inbox);
+    if (lookup.in_flight() == 0) break;  // nobody left to ask
+    auto answer = inbox->pop(deadline);
+    if (!answer) break;  // the caller's deadline passed
+    if (!answer->reply) {
+      lookup.on_failure(answer->from.id);
+      // A silent or dead node leaves our table; a node that said no (or is shutting down) stays.
+      Code code = answer->reply.status().code();
+      if (code == Code::kTimeout || code == Code::kUnavailable) note_dead(answer->from.id);
+      continue;
+    }
+    auto contacts = read(answer->from, *answer->reply, lookup);
+    if (!contacts) {
+      lookup.on_failure(answer->from.id);
+      continue;
+    }
+    note_alive(Contact{answer->from.id, answer->from.endpoint, now()});
+    {
+      std::lock_guard lock(mutex_);
+      std::erase_if(*contacts, [&](const Contact& c) { return recently_failed(c.id); });
+    }
+    lookup.on_answer(answer->from.id, *contacts);
+  }
+  return lookup;
+}
+
+std::vector<Contact> Node::replica_set(const PeerId& key, Deadline deadline) {
+  auto lookup = run_lookup(
+      key, [&] { return net::Outgoing::of(wire::DhtFindNode{key, sender_endpoint()}); },
+      [&](const Contact&, const net::Incoming& reply, Lookup&) -> Result<std::vector<Contact>> {
+        auto nodes = reply.decode<wire::DhtNodes>();
+        if (!nodes) return nodes.status();
+        return to_contacts(nodes->nearest, now());
+      },
+      deadline);
+  auto nearest = lookup.nearest_answered(options_.replicas);
+  if (server_ && !options_.client_mode) nearest.push_back(Contact{id(), advertised_, now()});
+  std::sort(nearest.begin(), nearest.end(),
+            [&](const Contact& a, const Contact& b) { return closer_to(key, a.id, b.id); });
+  if (nearest.size() > options_.replicas) nearest.resize(options_.replicas);
+  return nearest;
+}
+
+Result<StoreResult> Node::store_on(const std::vector<Contact>& targets, const std::string& key_name,
+                                   const wire::RecordEntry& entry, Deadline deadline) {
+  StoreResult result;
+  std::optional<Status> first_refusal;
+  auto inbox = std::make_shared<Inbox>();
+  size_t outstanding = 0;
+  for (const auto& target : targets) {
+    ++result.attempted;
+    if (target.id == id()) {
+      Status local = store_locally(key_name, entry);
+      if (local.is_ok()) ++result.stored;
+      else if (!first_refusal) first_refusal = local;
+      continue;
+    }
+    send_rpc(target, net::Outgoing::of(wire::DhtStore{key_name, entry, sender_endpoint()}), deadline, inbox);
+    ++outstanding;
+  }
+  for (; outstanding > 0; --outstanding) {
+    auto answer = inbox->pop(deadline);
+    if (!answer) break;
+    if (answer->reply && answer->reply->type() == wire::DhtStored::kType) {
+      ++result.stored;
+    } else if (!first_refusal) {
+      first_refusal = answer->reply ? error(Code::kMalformed, "unexpected reply to a store") : answer->reply.status();
+    }
+  }
+  if (result.stored == 0) {
+    if (targets.empty()) return error(Code::kUnavailable, "no DHT node to store on (not bootstrapped?)");
+    if (first_refusal) return first_refusal->with_context("no replica stored '" + key_name + "'");
+    return error(Code::kTimeout, "no replica of '" + key_name + "' answered before the deadline");
+  }
+  return result;
+}
+
+Result<StoreResult> Node::store(const std::string& key_name, const std::optional<Bytes>& subkey, Bytes value,
+                                double expiration, Deadline deadline) {
+  if (!client_) return error(Code::kUnavailable, "the DHT node is not started");
+  if (key_name.empty() || key_name.size() > wire::kMaxKeyNameBytes) {
+    return error(Code::kInvalidArgument, "a key name must have 1 to " + std::to_string(wire::kMaxKeyNameBytes) + " bytes");
+  }
+  wire::RecordEntry entry{subkey, std::move(value), expiration, {}};
+  DEDLOC_RETURN_IF_ERROR(sign_entry(identity_, key_name, entry));
+  // Refuse here what every replica would refuse, with the reason, before any network traffic.
+  DEDLOC_RETURN_IF_ERROR(validator_.validate(key_name, entry, now()));
+  return store_on(replica_set(key_id(key_name), deadline), key_name, entry, deadline);
+}
+
+Result<std::optional<FoundRecord>> Node::get(const std::string& key_name, GetMode mode, Deadline deadline) {
+  if (!client_) return error(Code::kUnavailable, "the DHT node is not started");
+  PeerId key = key_id(key_name);
+  // The newest valid entry per subkey (nullopt: the plain value), over every node that answered.
+  std::map<std::optional<Bytes>, FoundEntry> merged;
+  size_t answered = 0;
+  auto merge = [&](const wire::RecordEntry& entry) {
+    auto& slot = merged[entry.subkey];
+    if (entry.expiration > slot.expiration) slot = FoundEntry{entry.subkey, entry.value, entry.expiration};
+  };
+  double t = now();
+  {
+    std::lock_guard lock(mutex_);
+    if (auto record = storage_.get(key, t)) {
+      for (auto& entry : to_entries(*record)) merge(entry);
+      ++answered;
+    }
+  }
+  if (answered == 0 || mode == GetMode::kLatest) {
+    run_lookup(
+        key, [&] { return net::Outgoing::of(wire::DhtFindValue{key, sender_endpoint()}); },
+        [&](const Contact&, const net::Incoming& reply, Lookup& lookup) -> Result<std::vector<Contact>> {
+          auto value = reply.decode<wire::DhtValue>();
+          if (!value) return value.status();
+          size_t valid = 0;
+          for (const auto& entry : value->entries) {
+            // A replica may be hostile: keep only entries that pass the same checks a store would.
+            if (entry.expiration > t && validator_.validate(key_name, entry, t).is_ok()) {
+              merge(entry);
+              ++valid;
+            }
+          }
+          if (valid > 0) {
+            ++answered;
+            if (mode == GetMode::kFirst) lookup.finish();
+          }
+          return to_contacts(value->nearest, now());
+        },
+        deadline);
+  }
+  if (merged.empty()) return std::optional<FoundRecord>();
+  FoundRecord record;
+  record.answered = answered;
+  // A plain value and a dictionary under one key: whichever expires later is the record (as storage does).
+  auto plain = merged.find(std::nullopt);
+  double dict_expiration = 0;
+  for (const auto& [subkey, entry] : merged) {
+    if (subkey) dict_expiration = std::max(dict_expiration, entry.expiration);
+  }
+  if (plain != merged.end() && plain->second.expiration >= dict_expiration) {
+    record.entries.push_back(plain->second);
+  } else {
+    for (auto& [subkey, entry] : merged) {
+      if (subkey) record.entries.push_back(std::move(entry));
+    }
+  }
+  return std::optional<FoundRecord>(std::move(record));
+}
+
+size_t Node::republish(Deadline deadline) {
+  if (!client_) return 0;
+  std::vector<std::pair<std::string, std::vector<wire::RecordEntry>>> held;
+  {
+    std::lock_guard lock(mutex_);
+    double t = now();
+    storage_.purge(t);
+    for (const auto& key : storage_.live_keys(t)) {
+      auto record = storage_.get(key, t);
+      if (record && !record->name.empty()) held.emplace_back(record->name, to_entries(*record));
+    }
+  }
+  size_t restored = 0;
+  for (const auto& [name, entries] : held) {
+    if (deadline.passed() || stopping_) break;
+    auto targets = replica_set(key_id(name), deadline);
+    for (const auto& entry : entries) {
+      auto result = store_on(targets, name, entry, deadline);
+      if (result && result->stored > 0) ++restored;
+    }
+  }
+  options_.log->debug(kLog) << "republished " << restored << " entries of " << held.size() << " keys";
+  return restored;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Joining
+
+Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline deadline) {
+  if (!client_) return error(Code::kUnavailable, "the DHT node is not started");
+  if (peers.empty()) return Status::ok();  // the first node of a new swarm
+  struct Reply {
+    size_t peer;  // index in `peers`
+    Result<net::Incoming> reply;
+    double received_unix;
+  };
+  auto inbox = std::make_shared<BlockingQueue<Reply>>();
+  Deadline ping_deadline{std::min(deadline.at, Deadline::after(options_.rpc_timeout).at)};
+  for (size_t i = 0; i < peers.size(); ++i) {
+    client_->call(peers[i].endpoint, net::Outgoing::of(wire::Ping{now()}), ping_deadline,
+                  [this, inbox, i](Result<net::Incoming>&& reply) { inbox->push(Reply{i, std::move(reply), now()}); });
+  }
+  std::vector<Contact> answered;
+  std::vector<std::string> problems;
+  double worst_skew = 0;
+  size_t skewed = 0;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    auto outcome = inbox->pop(deadline);
+    if (!outcome) break;
+    const auto& peer = peers[outcome->peer];
+    if (!outcome->reply) {
+      problems.push_back(peer.to_string() + ": " + outcome->reply.status().message());
+      continue;
+    }
+    auto pong = outcome->reply->decode<wire::Pong>();
+    crypto::PeerId who = outcome->reply->envelope().sender;
+    if (!pong) {
+      problems.push_back(peer.to_string() + ": " + pong.status().message());
+      continue;
+    }
+    if (peer.peer_id && who != *peer.peer_id) {
+      problems.push_back(peer.to_string() + ": answered as peer " + who.to_string() + " (another node now runs there?)");
+      continue;
+    }
+    // Their clock at the midpoint of the round trip against ours.
+    double rtt = outcome->received_unix - pong->ping_sent_unix_time;
+    double skew = pong->unix_time - (pong->ping_sent_unix_time + rtt / 2);
+    if (std::abs(skew) > options_.max_clock_skew_seconds) {
+      ++skewed;
+      worst_skew = std::abs(skew) > std::abs(worst_skew) ? skew : worst_skew;
+      std::ostringstream why;
+      why.precision(3);
+      why << peer.to_string() << ": its clock is " << skew << " s " << (skew > 0 ? "ahead of" : "behind") << " ours";
+      problems.push_back(why.str());
+      continue;
+    }
+    answered.push_back(Contact{who, peer.endpoint, now()});
+  }
+  auto joined = [&] {
+    std::string text;
+    for (const auto& p : problems) text += (text.empty() ? "" : "; ") + p;
+    return text;
+  };
+  if (answered.empty()) {
+    if (skewed > 0) {
+      std::ostringstream message;
+      message << "clocks differ by more than " << options_.max_clock_skew_seconds
+              << " s from the initial peers (record expirations are absolute times): " << joined()
+              << ". Synchronize this machine's clock (e.g. enable NTP: timedatectl set-ntp true)";
+      return error(Code::kRefused, message.str());
+    }
+    return error(Code::kUnavailable, "none of the initial peers answered: " + joined() +
+                                         ". Check the addresses (tcp://HOST:PORT/p/PEERID) and that they are running");
+  }
+  for (const auto& problem : problems) options_.log->warn(kLog) << "initial peer skipped: " << problem;
+  for (const auto& contact : answered) note_alive(contact);
+
+  if (!options_.client_mode && server_) {
+    // Others must be able to dial the endpoint we advertise, or we would poison their routing tables.
+    const Contact& checker = answered.front();
+    auto reply = client_->ask<wire::DhtReachability>(checker.endpoint, wire::DhtCheckReachable{advertised_},
+                                                     std::min(deadline.remaining(), options_.rpc_timeout * 2));
+    if (!reply) return reply.status().with_context("reachability check by " + checker.endpoint);
+    if (!reply->reachable) {
+      return error(Code::kUnavailable,
+                   "the initial peer " + checker.endpoint + " cannot reach us back at " + advertised_ + ": " +
+                       reply->detail +
+                       ". Behind NAT or a firewall? Run with --client-mode (query and store only), join through a "
+                       "relay (dedloc-relay), or pass --announce with an address others can dial");
+    }
+  }
+  // Looking up our own id fills the table with our neighbourhood and tells our neighbours about us.
+  replica_set(id(), deadline);
+  std::lock_guard lock(mutex_);
+  options_.log->info(kLog) << "joined through " << answered.size() << " initial peer(s); " << table_.size()
+                           << " contacts";
+  return Status::ok();
+}
+
+Result<wire::DhtPeerList> Node::ask_peers(const std::string& endpoint, Deadline deadline) {
+  if (!client_) return error(Code::kUnavailable, "the DHT node is not started");
+  return client_->ask<wire::DhtPeerList>(endpoint, wire::DhtListPeers{wire::kMaxPeerListContacts}, deadline.remaining());
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+std::vector<Contact> Node::contacts() const {
+  std::lock_guard lock(mutex_);
+  return table_.nearest(id(), table_.size());
+}
+
+size_t Node::stored_keys() const {
+  std::lock_guard lock(mutex_);
+  return storage_.live_keys(now()).size();
+}
+
+NodeStats Node::stats() const {
+  return {rpcs_sent_.load(), rpcs_failed_.load(), Duration(longest_rpc_wait_ns_.load())};
+}
+
+void Node::maintenance_loop() {
+  std::unique_lock lock(maintenance_mutex_);
+  while (!maintenance_wake_.wait_for(lock, options_.maintenance_interval, [&] { return stopping_.load(); })) {
+    lock.unlock();
+    Deadline deadline = Deadline::after(options_.maintenance_interval);
+    republish(deadline);
+    replica_set(id(), deadline);  // refresh our neighbourhood
+    lock.lock();
+  }
+}
+
+}  // namespace dedloc::dht

@@ -1,0 +1,205 @@
+// A DHT node, DESIGN §4: the sans-IO pieces (routing table, lookup, storage, validator) wired to real
+// sockets.
+//
+// Threads: the RPC server's loop answers other nodes (handlers only touch the table and storage under a
+// lock, so they never block on the network); the RPC client's loop sends our requests and runs their
+// completions, which only push into the waiting caller's inbox; store()/get() drive their lookups on the
+// caller's thread, so many may run at once from many threads; an optional maintenance thread purges
+// expired records and re-stores what we hold to the nodes currently nearest to each key.
+//
+// Every wait has a deadline: each RPC its own (rpc_timeout), each operation the caller's. A dead node costs
+// a lookup at most one RPC deadline, and the node is then dropped from the routing table.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "dedloc/core/blocking_queue.hpp"
+#include "dedloc/core/clock.hpp"
+#include "dedloc/core/log.hpp"
+#include "dedloc/crypto/identity.hpp"
+#include "dedloc/dht/lookup.hpp"
+#include "dedloc/dht/routing_table.hpp"
+#include "dedloc/dht/storage.hpp"
+#include "dedloc/dht/validator.hpp"
+#include "dedloc/net/client.hpp"
+#include "dedloc/net/peer_address.hpp"
+#include "dedloc/net/server.hpp"
+#include "dedloc/wire/dht_messages.hpp"
+
+namespace dedloc::dht {
+
+struct NodeOptions {
+  // Where to listen. Empty: no server at all (a client-mode node that only asks, like `dedloc-dht get`).
+  std::string listen = "tcp://127.0.0.1:0";
+  // The endpoint others should dial; empty: the bound one, a wildcard host replaced by our local address.
+  std::string announce;
+  // Behind NAT: query and store, but never advertise an endpoint, so nobody puts us in a routing table.
+  bool client_mode = false;
+
+  size_t bucket_size = 20;  // k
+  size_t alpha = 4;         // lookup RPCs in flight
+  size_t lookup_k = 10;     // a lookup is done when this many nearest nodes have answered
+  size_t replicas = 5;      // a value is stored on this many nodes nearest to its key
+  Duration rpc_timeout = std::chrono::seconds(2);
+  double max_clock_skew_seconds = 5;  // bootstrap refuses peers whose clocks differ more (expirations are absolute)
+  // A node that failed to answer is skipped by our lookups for this long (unless it talks to us first), so
+  // contacts that other nodes have not yet noticed are dead cost us one RPC deadline, not one per lookup.
+  Duration failed_node_memory = std::chrono::seconds(60);
+
+  // Every interval: purge expired records, re-store held records to their current nearest nodes, and
+  // refresh our neighbourhood. Zero: never (tests and tools call republish() themselves).
+  Duration maintenance_interval = std::chrono::minutes(5);
+
+  StorageLimits storage;
+  ValidatorOptions validation;
+  net::SocketOptions socket;
+  Duration idle_connection_close = std::chrono::seconds(60);
+  const Clock* clock = &SystemClock::instance();  // its unix time stamps expirations (deadlines are steady time)
+  Logger* log = &Logger::global();
+};
+
+// One entry of a record as a get returns it.
+struct FoundEntry {
+  std::optional<Bytes> subkey;
+  Bytes value;
+  double expiration = 0;
+};
+
+struct FoundRecord {
+  std::vector<FoundEntry> entries;  // a plain value: one entry without subkey; a dictionary: one per subkey
+  size_t answered = 0;              // nodes that returned something for the key
+};
+
+struct StoreResult {
+  size_t stored = 0;     // replicas that accepted the value
+  size_t attempted = 0;  // replicas asked
+};
+
+enum class GetMode {
+  kFirst,   // stop at the first node that holds the key (fast; may miss subkeys or a newer value)
+  kLatest,  // ask all nearest nodes and merge: the newest value of every subkey
+};
+
+struct NodeStats {
+  std::uint64_t rpcs_sent = 0;
+  std::uint64_t rpcs_failed = 0;      // timed out, refused or garbled
+  Duration longest_rpc_wait{0};       // the longest any RPC of ours waited for its outcome
+};
+
+class Node {
+ public:
+  Node(zmq::context_t& context, crypto::Identity identity, NodeOptions options = {});
+  ~Node();  // stops
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Binds (unless `listen` is empty) and starts serving. kUnavailable when the address cannot be bound.
+  Status start();
+  // Stops serving and fails our RPCs in flight; never waits on remote peers. Idempotent.
+  void stop();
+
+  // Joins the network through `peers`: pings them all at once, checks their identities and clocks, asks one
+  // of them to dial us back (unless in client mode), then looks up our own id to fill the routing table.
+  // Errors say what to do: no peer answered, clocks differ, or nobody can reach us (client mode or a relay).
+  Status bootstrap(const std::vector<net::PeerAddress>& peers, Deadline deadline);
+
+  // Stores `value` under `key_name` (and `subkey`) until `expiration` (unix seconds) on the `replicas` nodes
+  // nearest to the key, ourselves included when we are among them. Owned entries are signed with our
+  // identity. An error when no replica accepted it (the first replica's reason: older than held, unauthorized…).
+  Result<StoreResult> store(const std::string& key_name, const std::optional<Bytes>& subkey, Bytes value,
+                            double expiration, Deadline deadline);
+
+  // The record under `key_name`, or nullopt when no node holds anything live there. Every entry returned has
+  // passed validation here (a hostile replica cannot forge an owned entry).
+  Result<std::optional<FoundRecord>> get(const std::string& key_name, GetMode mode, Deadline deadline);
+
+  // Re-stores every live record we hold to the nodes now nearest to its key (after nodes left or joined).
+  // Returns how many entries were re-stored somewhere.
+  size_t republish(Deadline deadline);
+
+  // What another node knows (its routing table and key count): `dedloc-dht peers`.
+  Result<wire::DhtPeerList> ask_peers(const std::string& endpoint, Deadline deadline);
+
+  // Schemas for record families (the trainer registers its progress and metrics schemas). Before start().
+  RecordValidator& validator() { return validator_; }
+
+  const crypto::PeerId& id() const { return identity_.peer_id(); }
+  // Where we can be dialled ("tcp://host:port"); empty without a server. A client-mode node serves local
+  // tools there but never tells other nodes.
+  const std::string& endpoint() const { return advertised_; }
+  // The full address others pass as an initial peer: endpoint + "/p/<id>".
+  net::PeerAddress address() const { return {advertised_, id()}; }
+  std::vector<Contact> contacts() const;
+  size_t stored_keys() const;
+  NodeStats stats() const;
+
+ private:
+  struct Answer;  // one RPC's outcome, as the lookup driver sees it
+  using Inbox = BlockingQueue<Answer>;
+
+  double now() const { return options_.clock->unix_seconds(); }
+  std::string sender_endpoint() const { return options_.client_mode ? std::string() : advertised_; }
+
+  // Runs one iterative lookup for `target`, asking with `make_request` and reading each answer with `read`
+  // (which returns the contacts to go on with, or an error, and may finish the lookup).
+  using AnswerReader = std::function<Result<std::vector<Contact>>(const Contact& from, const net::Incoming& reply,
+                                                                  Lookup& lookup)>;
+  Lookup run_lookup(const PeerId& target, const std::function<net::Outgoing()>& make_request,
+                    const AnswerReader& read, Deadline deadline);
+  // Sends one RPC with the node's RPC deadline (capped by `deadline`); the outcome goes to `inbox`.
+  void send_rpc(const Contact& to, net::Outgoing request, Deadline deadline, std::shared_ptr<Inbox> inbox);
+  // Sends `entry` to the nodes of `targets` (ourselves stored locally) and waits for all outcomes.
+  Result<StoreResult> store_on(const std::vector<Contact>& targets, const std::string& key_name,
+                               const wire::RecordEntry& entry, Deadline deadline);
+  // The `replicas` nodes nearest to `key`, among those a lookup heard from plus ourselves.
+  std::vector<Contact> replica_set(const PeerId& key, Deadline deadline);
+  Status store_locally(const std::string& key_name, const wire::RecordEntry& entry);
+
+  void install_handlers();
+  // A node wrote to us from `endpoint`: put it in the routing table (pinging the bucket's oldest if full).
+  void note_sender(const crypto::PeerId& id, const std::string& endpoint);
+  void note_alive(const Contact& contact);
+  void note_dead(const PeerId& id);
+  bool recently_failed(const PeerId& id);  // under mutex_
+  void check_reachable(const std::string& endpoint, const crypto::PeerId& expected, net::Replier replier);
+  std::vector<wire::ContactInfo> nearest_infos(const PeerId& target) const;
+  void maintenance_loop();
+
+  zmq::context_t& context_;
+  crypto::Identity identity_;
+  NodeOptions options_;
+  RecordValidator validator_;
+  std::unique_ptr<net::Server> server_;
+  std::unique_ptr<net::Client> client_;
+  std::string advertised_;
+
+  mutable std::mutex mutex_;  // guards table_, storage_, pinging_
+  RoutingTable table_;
+  Storage storage_;
+  std::set<PeerId> pinging_;  // oldest contacts being checked because a newcomer wants their bucket slot
+  std::map<PeerId, TimePoint> failed_;  // nodes that stopped answering, and when (bounded)
+
+  std::atomic<std::uint64_t> rpcs_sent_{0};
+  std::atomic<std::uint64_t> rpcs_failed_{0};
+  std::atomic<std::int64_t> longest_rpc_wait_ns_{0};
+  std::atomic<int> reachability_checks_{0};
+
+  std::mutex maintenance_mutex_;
+  std::condition_variable maintenance_wake_;
+  std::atomic<bool> stopping_{false};  // lookups and republishing give up early once set
+  std::thread maintenance_;
+  bool started_ = false;
+};
+
+}  // namespace dedloc::dht

@@ -1,0 +1,97 @@
+#include "dedloc/net/peer_address.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <charconv>
+
+namespace dedloc::net {
+
+namespace {
+
+constexpr std::string_view kTcpScheme = "tcp://";
+constexpr std::string_view kPeerSuffix = "/p/";
+
+}  // namespace
+
+Result<HostPort> parse_tcp_endpoint(std::string_view endpoint) {
+  if (endpoint.substr(0, kTcpScheme.size()) != kTcpScheme) {
+    return error(Code::kInvalidArgument, "'" + std::string(endpoint) + "' is not a tcp:// endpoint");
+  }
+  std::string_view rest = endpoint.substr(kTcpScheme.size());
+  size_t colon = rest.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == rest.size()) {
+    return error(Code::kInvalidArgument, "'" + std::string(endpoint) + "' has no host:port (tcp://HOST:PORT)");
+  }
+  std::string_view host = rest.substr(0, colon);
+  std::string_view port_text = rest.substr(colon + 1);
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port > 65535) {
+    return error(Code::kInvalidArgument, "'" + std::string(endpoint) + "' has a bad port '" + std::string(port_text) + "'");
+  }
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return HostPort{std::string(host), static_cast<std::uint16_t>(port)};
+}
+
+Result<PeerAddress> PeerAddress::parse(std::string_view text) {
+  PeerAddress address;
+  std::string_view endpoint = text;
+  size_t suffix = text.find(kPeerSuffix);
+  if (suffix != std::string_view::npos) {
+    std::string_view id_text = text.substr(suffix + kPeerSuffix.size());
+    auto id = crypto::PeerId::parse(id_text);
+    if (!id) {
+      return error(Code::kInvalidArgument, "'" + std::string(text) + "': the peer id after /p/ must be 40 hex digits");
+    }
+    address.peer_id = *id;
+    endpoint = text.substr(0, suffix);
+  }
+  address.endpoint = endpoint.substr(0, kTcpScheme.size()) == kTcpScheme ? std::string(endpoint)
+                                                                         : std::string(kTcpScheme) + std::string(endpoint);
+  auto host_port = parse_tcp_endpoint(address.endpoint);
+  if (!host_port) {
+    return error(Code::kInvalidArgument, "bad peer address '" + std::string(text) +
+                                             "' (expected tcp://HOST:PORT/p/PEERID): " + host_port.status().message());
+  }
+  if (host_port->port == 0) return error(Code::kInvalidArgument, "peer address '" + std::string(text) + "' has port 0");
+  return address;
+}
+
+std::string PeerAddress::to_string() const {
+  return peer_id ? endpoint + std::string(kPeerSuffix) + peer_id->to_string() : endpoint;
+}
+
+bool is_wildcard_host(std::string_view host) {
+  return host == "0.0.0.0" || host == "*" || host == "::" || host == "[::]";
+}
+
+std::string local_address_toward(const std::string& remote_host) {
+  constexpr const char* kFallback = "127.0.0.1";
+  sockaddr_in remote{};
+  remote.sin_family = AF_INET;
+  remote.sin_port = htons(9);  // any port: nothing is sent
+  if (inet_pton(AF_INET, remote_host.c_str(), &remote.sin_addr) != 1) return kFallback;
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) return kFallback;
+  std::string result = kFallback;
+  sockaddr_in local{};
+  socklen_t length = sizeof(local);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof(remote)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
+    char text[INET_ADDRSTRLEN] = {};
+    if (inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text))) result = text;
+  }
+  ::close(fd);
+  return result;
+}
+
+std::string dialable_endpoint(const std::string& bound, const std::string& toward_host) {
+  auto host_port = parse_tcp_endpoint(bound);
+  if (!host_port || !is_wildcard_host(host_port->host)) return bound;
+  return std::string(kTcpScheme) + local_address_toward(toward_host) + ":" + std::to_string(host_port->port);
+}
+
+}  // namespace dedloc::net

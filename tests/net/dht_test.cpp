@@ -1,0 +1,252 @@
+// DHT nodes in one process on real loopback sockets (DESIGN §4, issue 3's "must show").
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "dedloc/dht/local_swarm.hpp"
+#include "dedloc/dht/record.hpp"
+#include "dedloc/wire/messages.hpp"
+#include "support/offset_clock.hpp"
+
+using namespace dedloc;
+using namespace dedloc::dht;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto kRpcTimeout = 1000ms;
+constexpr auto kRpcTimeoutWithSlack = 1100ms;  // 10% for thread scheduling on a busy machine
+
+NodeOptions quiet_options() {
+  static Logger quiet(LogLevel::kError);
+  NodeOptions options;
+  options.rpc_timeout = kRpcTimeout;
+  options.maintenance_interval = Duration::zero();  // the tests republish when they mean to
+  options.log = &quiet;
+  return options;
+}
+
+Bytes bytes_of(const std::string& s) { return Bytes(s.begin(), s.end()); }
+std::string text_of(const Bytes& b) { return std::string(b.begin(), b.end()); }
+double in_an_hour() { return SystemClock::instance().unix_seconds() + 3600; }
+
+std::unique_ptr<LocalSwarm> launch(size_t nodes, NodeOptions options = quiet_options()) {
+  auto swarm = LocalSwarm::launch(nodes, options);
+  REQUIRE(swarm.is_ok());
+  return std::move(swarm.value());
+}
+
+// Gets every key from every listed node, spread over threads. Returns how many gets found the right value.
+size_t get_everywhere(LocalSwarm& swarm, const std::vector<size_t>& nodes, size_t keys, size_t threads = 8) {
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> found{0};
+  std::vector<std::thread> workers;
+  for (size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      for (size_t job = next++; job < nodes.size() * keys; job = next++) {
+        size_t key = job % keys;
+        auto record = swarm.node(nodes[job / keys]).get("key-" + std::to_string(key), GetMode::kFirst,
+                                                       Deadline::after(10s));
+        if (record.is_ok() && record->has_value() && (*record)->entries.size() == 1 &&
+            text_of((*record)->entries[0].value) == "value-" + std::to_string(key)) {
+          ++found;
+        }
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("64 nodes: 500 keys from random nodes, every key from every node, then 30% crash", "[net][dht]") {
+  constexpr size_t kNodes = 64;
+  constexpr size_t kKeys = 500;
+  auto swarm = launch(kNodes);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<size_t> any_node(0, kNodes - 1);
+
+  for (size_t key = 0; key < kKeys; ++key) {
+    auto stored = swarm->node(any_node(rng)).store("key-" + std::to_string(key), std::nullopt,
+                                                   bytes_of("value-" + std::to_string(key)), in_an_hour(),
+                                                   Deadline::after(10s));
+    REQUIRE(stored.is_ok());
+    CHECK(stored->stored == 5);  // all replicas took it
+  }
+
+  std::vector<size_t> everyone = swarm->alive_nodes();
+  CHECK(get_everywhere(*swarm, everyone, kKeys) == kNodes * kKeys);
+
+  // 30% of the nodes crash (sockets closed, no goodbye).
+  std::vector<size_t> order = everyone;
+  std::shuffle(order.begin(), order.end(), rng);
+  for (size_t i = 0; i < kNodes * 3 / 10; ++i) swarm->kill(order[i]);
+  auto survivors = swarm->alive_nodes();
+  REQUIRE(survivors.size() == kNodes - kNodes * 3 / 10);
+
+  // One re-store cycle: every survivor re-stores what it holds to the nodes now nearest to each key.
+  // (All at once, as a real swarm's maintenance timers would.)
+  std::vector<std::thread> republishers;
+  for (size_t i : survivors) republishers.emplace_back([&, i] { swarm->node(i).republish(Deadline::after(60s)); });
+  for (auto& t : republishers) t.join();
+
+  size_t found = get_everywhere(*swarm, survivors, kKeys);
+  INFO(found << " of " << survivors.size() * kKeys << " gets succeeded");
+  CHECK(found >= survivors.size() * kKeys * 99 / 100);
+
+  // Dead nodes were met (their RPCs failed), yet no RPC waited longer than its deadline.
+  std::uint64_t failed = 0;
+  for (size_t i : survivors) {
+    auto stats = swarm->node(i).stats();
+    failed += stats.rpcs_failed;
+    CHECK(stats.longest_rpc_wait <= kRpcTimeoutWithSlack);
+  }
+  CHECK(failed > 0);
+}
+
+TEST_CASE("A get asks past dead nodes within the RPC deadline", "[net][dht]") {
+  auto swarm = launch(16);
+  REQUIRE(swarm->node(0).store("k", std::nullopt, bytes_of("v"), in_an_hour(), Deadline::after(10s)).is_ok());
+  // Kill every replica but one, then time a get from a node that holds nothing.
+  std::vector<size_t> holders;
+  for (size_t i = 0; i < swarm->size(); ++i) {
+    if (swarm->node(i).stored_keys() > 0) holders.push_back(i);
+  }
+  REQUIRE(holders.size() == 5);
+  for (size_t i = 0; i + 1 < holders.size(); ++i) swarm->kill(holders[i]);
+  size_t asker = 0;
+  while (!swarm->alive(asker) || swarm->node(asker).stored_keys() > 0) ++asker;
+  auto started = std::chrono::steady_clock::now();
+  auto record = swarm->node(asker).get("k", GetMode::kFirst, Deadline::after(20s));
+  auto took = std::chrono::steady_clock::now() - started;
+  REQUIRE(record.is_ok());
+  REQUIRE(record->has_value());
+  CHECK(text_of((*record)->entries.at(0).value) == "v");
+  CHECK(swarm->node(asker).stats().longest_rpc_wait <= kRpcTimeoutWithSlack);
+  // The dead replicas were asked in parallel: the get costs about one deadline, not one per dead node.
+  CHECK(took < kRpcTimeout * 3);
+}
+
+TEST_CASE("Dictionaries: subkeys from different nodes merge; --latest sees them all", "[net][dht]") {
+  auto swarm = launch(12);
+  for (size_t i = 0; i < 6; ++i) {
+    REQUIRE(swarm->node(i)
+                .store("run_progress", bytes_of("peer-" + std::to_string(i)), bytes_of("step " + std::to_string(i)),
+                       in_an_hour() + static_cast<double>(i), Deadline::after(10s))
+                .is_ok());
+  }
+  auto record = swarm->node(11).get("run_progress", GetMode::kLatest, Deadline::after(10s));
+  REQUIRE(record.is_ok());
+  REQUIRE(record->has_value());
+  REQUIRE((*record)->entries.size() == 6);
+  CHECK(text_of(*(*record)->entries[3].subkey) == "peer-3");
+  CHECK(text_of((*record)->entries[3].value) == "step 3");
+
+  // A newer value replaces an older one; an older one is refused by every replica.
+  double later = in_an_hour() + 100;
+  REQUIRE(swarm->node(2).store("plain", std::nullopt, bytes_of("new"), later, Deadline::after(10s)).is_ok());
+  auto older = swarm->node(3).store("plain", std::nullopt, bytes_of("old"), later - 50, Deadline::after(10s));
+  REQUIRE_FALSE(older.is_ok());
+  CHECK(older.status().code() == Code::kRefused);
+  auto plain = swarm->node(7).get("plain", GetMode::kLatest, Deadline::after(10s));
+  REQUIRE(plain.is_ok());
+  REQUIRE(plain->has_value());
+  CHECK(text_of((*plain)->entries.at(0).value) == "new");
+}
+
+TEST_CASE("Owned entries: only the owner writes them, over the network too", "[net][dht]") {
+  auto swarm = launch(8);
+  auto owner = crypto::Identity::generate();
+  zmq::context_t context;
+  Node owner_node(context, owner, quiet_options());
+  REQUIRE(owner_node.start().is_ok());
+  REQUIRE(owner_node.bootstrap({swarm->node(0).address()}, Deadline::after(10s)).is_ok());
+
+  Bytes subkey = bytes_of(owner_marker(owner.public_key()));
+  REQUIRE(owner_node.store("run_metrics", subkey, bytes_of("loss 1.5"), in_an_hour(), Deadline::after(10s)).is_ok());
+
+  // Another node cannot write (or extend) the owner's subkey: it has no key to sign with.
+  auto forged = swarm->node(3).store("run_metrics", subkey, bytes_of("loss 0.0"), in_an_hour() + 60, Deadline::after(10s));
+  REQUIRE_FALSE(forged.is_ok());
+  CHECK(forged.status().code() == Code::kUnauthorized);
+
+  // A hostile peer that skips the checks and sends a forged store straight to a replica is refused there.
+  wire::RecordEntry entry{subkey, bytes_of("loss 0.0"), in_an_hour() + 60, Bytes(64, 0x42)};
+  net::Client raw(context, {});
+  auto reply = raw.call(swarm->node(5).endpoint(), net::Outgoing::of(wire::DhtStore{"run_metrics", entry, ""}),
+                        Deadline::after(5s))
+                   .wait();
+  REQUIRE_FALSE(reply.is_ok());
+  CHECK(reply.status().code() == Code::kUnauthorized);
+
+  auto record = swarm->node(6).get("run_metrics", GetMode::kLatest, Deadline::after(10s));
+  REQUIRE(record.is_ok());
+  REQUIRE(record->has_value());
+  CHECK(text_of((*record)->entries.at(0).value) == "loss 1.5");
+  owner_node.stop();
+}
+
+TEST_CASE("Client-mode nodes query and store but never enter routing tables", "[net][dht]") {
+  auto swarm = launch(8);
+  zmq::context_t context;
+  NodeOptions options = quiet_options();
+  options.client_mode = true;
+  options.listen = "";
+  Node client(context, crypto::Identity::generate(), options);
+  REQUIRE(client.start().is_ok());
+  REQUIRE(client.bootstrap({swarm->node(0).address()}, Deadline::after(10s)).is_ok());
+  REQUIRE(client.store("from-client", std::nullopt, bytes_of("hi"), in_an_hour(), Deadline::after(10s)).is_ok());
+  auto record = swarm->node(4).get("from-client", GetMode::kFirst, Deadline::after(10s));
+  REQUIRE(record.is_ok());
+  REQUIRE(record->has_value());
+  CHECK(text_of((*record)->entries.at(0).value) == "hi");
+  for (size_t i = 0; i < swarm->size(); ++i) {
+    for (const auto& contact : swarm->node(i).contacts()) CHECK(contact.id != client.id());
+  }
+  client.stop();
+}
+
+TEST_CASE("Bootstrap errors say what is wrong and what to do", "[net][dht]") {
+  auto swarm = launch(3);
+  zmq::context_t context;
+
+  SECTION("nobody answers") {
+    Node node(context, crypto::Identity::generate(), quiet_options());
+    REQUIRE(node.start().is_ok());
+    auto status = node.bootstrap({net::PeerAddress::parse("tcp://127.0.0.1:1").value()}, Deadline::after(5s));
+    CHECK(status.code() == Code::kUnavailable);
+    CHECK_THAT(status.message(), Catch::Contains("none of the initial peers answered"));
+  }
+  SECTION("the address names another peer") {
+    Node node(context, crypto::Identity::generate(), quiet_options());
+    REQUIRE(node.start().is_ok());
+    net::PeerAddress wrong{swarm->node(0).endpoint(), swarm->node(1).id()};
+    auto status = node.bootstrap({wrong}, Deadline::after(5s));
+    CHECK(status.code() == Code::kUnavailable);
+    CHECK_THAT(status.message(), Catch::Contains("answered as peer"));
+  }
+  SECTION("our clock is a minute off") {
+    test::OffsetClock skewed(60);
+    NodeOptions options = quiet_options();
+    options.clock = &skewed;
+    Node node(context, crypto::Identity::generate(), options);
+    REQUIRE(node.start().is_ok());
+    auto status = node.bootstrap({swarm->node(0).address()}, Deadline::after(5s));
+    CHECK(status.code() == Code::kRefused);
+    CHECK_THAT(status.message(), Catch::Contains("clock"));
+    CHECK_THAT(status.message(), Catch::Contains("behind"));
+  }
+  SECTION("nobody can dial us back") {
+    NodeOptions options = quiet_options();
+    options.announce = "tcp://127.0.0.1:1";  // what a node behind NAT would advertise: unreachable
+    Node node(context, crypto::Identity::generate(), options);
+    REQUIRE(node.start().is_ok());
+    auto status = node.bootstrap({swarm->node(0).address()}, Deadline::after(10s));
+    CHECK(status.code() == Code::kUnavailable);
+    CHECK_THAT(status.message(), Catch::Contains("cannot reach us back"));
+    CHECK_THAT(status.message(), Catch::Contains("--client-mode"));
+  }
+}
