@@ -19,6 +19,9 @@ constexpr size_t kMaxReplyValueBytes = 768u << 10;
 constexpr int kMaxReachabilityChecks = 16;
 // Failed nodes remembered at once (a node of a huge swarm forgets the oldest first).
 constexpr size_t kMaxFailedRemembered = 4096;
+// When we listen on all interfaces, we advertise the address of the interface that routes to the internet
+// (found without sending anything); --announce overrides it.
+constexpr const char* kRouteProbeHost = "8.8.8.8";
 
 Contact to_contact(const wire::ContactInfo& info, double now) { return {info.id, info.endpoint, now}; }
 
@@ -83,12 +86,14 @@ Status Node::start() {
     server_ = std::make_unique<net::Server>(context_, server_options);
     install_handlers();
     DEDLOC_RETURN_IF_ERROR(server_->start());
-    advertised_ = options_.announce.empty() ? net::dialable_endpoint(server_->endpoint(), "127.0.0.1")
+    advertised_ = options_.announce.empty() ? net::dialable_endpoint(server_->endpoint(), kRouteProbeHost)
                                             : options_.announce;
   }
   started_ = true;
   if (options_.maintenance_interval > Duration::zero()) maintenance_ = std::thread([this] { maintenance_loop(); });
-  options_.log->info(kLog) << "node " << id().short_string() << (options_.client_mode ? " (client mode)" : "")
+  // A one-shot client (no server) is a command-line tool's helper: its life story is debug detail.
+  LogLevel level = server_ ? LogLevel::kInfo : LogLevel::kDebug;
+  Logger::Line(options_.log, level, kLog) << "node " << id().short_string() << (options_.client_mode ? " (client mode)" : "")
                            << (advertised_.empty() ? std::string() : " at " + advertised_);
   return Status::ok();
 }
@@ -477,9 +482,11 @@ Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline dead
   std::vector<std::string> problems;
   double worst_skew = 0;
   size_t skewed = 0;
+  std::vector<bool> heard(peers.size(), false);
   for (size_t i = 0; i < peers.size(); ++i) {
     auto outcome = inbox->pop(deadline);
     if (!outcome) break;
+    heard[outcome->peer] = true;
     const auto& peer = peers[outcome->peer];
     if (!outcome->reply) {
       problems.push_back(peer.to_string() + ": " + outcome->reply.status().message());
@@ -508,6 +515,9 @@ Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline dead
       continue;
     }
     answered.push_back(Contact{who, peer.endpoint, now()});
+  }
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (!heard[i]) problems.push_back(peers[i].to_string() + ": no answer before the deadline");
   }
   auto joined = [&] {
     std::string text;
@@ -545,7 +555,7 @@ Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline dead
   // Looking up our own id fills the table with our neighbourhood and tells our neighbours about us.
   replica_set(id(), deadline);
   std::lock_guard lock(mutex_);
-  options_.log->info(kLog) << "joined through " << answered.size() << " initial peer(s); " << table_.size()
+  Logger::Line(options_.log, server_ ? LogLevel::kInfo : LogLevel::kDebug, kLog) << "joined through " << answered.size() << " initial peer(s); " << table_.size()
                            << " contacts";
   return Status::ok();
 }
