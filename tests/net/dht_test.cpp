@@ -1,6 +1,7 @@
 // DHT nodes in one process on real loopback sockets (DESIGN §4, issue 3's "must show").
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <thread>
@@ -74,7 +75,7 @@ TEST_CASE("64 nodes: 500 keys from random nodes, every key from every node, then
                                                    bytes_of("value-" + std::to_string(key)), in_an_hour(),
                                                    Deadline::after(10s));
     REQUIRE(stored.is_ok());
-    CHECK(stored->stored == 5);  // all replicas took it
+    CHECK(stored->stored >= 5);  // the 5 nearest took it (and nodes met on the way keep a copy)
   }
 
   std::vector<size_t> everyone = swarm->alive_nodes();
@@ -115,8 +116,13 @@ TEST_CASE("A get asks past dead nodes within the RPC deadline", "[net][dht]") {
   for (size_t i = 0; i < swarm->size(); ++i) {
     if (swarm->node(i).stored_keys() > 0) holders.push_back(i);
   }
-  REQUIRE(holders.size() == 5);
-  for (size_t i = 0; i + 1 < holders.size(); ++i) swarm->kill(holders[i]);
+  REQUIRE(holders.size() >= 5);  // the 5 nearest, plus any node the storing lookup met on the way
+  // Keep only the holder nearest to the key alive: the one every lookup for it ends at.
+  const PeerId key = key_id("k");
+  std::sort(holders.begin(), holders.end(), [&](size_t a, size_t b) {
+    return closer_to(key, swarm->node(a).id(), swarm->node(b).id());
+  });
+  for (size_t i = 1; i < holders.size(); ++i) swarm->kill(holders[i]);
   size_t asker = 0;
   while (!swarm->alive(asker) || swarm->node(asker).stored_keys() > 0) ++asker;
   auto started = std::chrono::steady_clock::now();

@@ -7,7 +7,7 @@ namespace {
 constexpr int kSocketsPerNode = 80;
 }  // namespace
 
-LocalSwarm::LocalSwarm() : context_(2) {}
+LocalSwarm::LocalSwarm() : context_(1) {}
 
 LocalSwarm::~LocalSwarm() {
   for (auto& node : nodes_) node->stop();

@@ -133,7 +133,7 @@ void Node::install_handlers() {
     note_sender(request.envelope().sender, m.sender_endpoint);
     Status stored = store_locally(m.key_name, m.entry);
     if (!stored.is_ok()) return replier.fail(stored);
-    replier.reply(wire::DhtStored{});
+    replier.reply(wire::DhtStored{nearest_infos(key_id(m.key_name))});
   });
 
   server_->handle<wire::DhtListPeers>([this](wire::DhtListPeers&& m, net::Incoming&&, net::Replier replier) {
@@ -292,13 +292,11 @@ Lookup Node::run_lookup(const PeerId& target, const std::function<net::Outgoing(
     auto answer = inbox->pop(deadline);
     if (!answer) break;  // the caller's deadline passed
     if (!answer->reply) {
-      lookup.on_failure(answer->from.id);
       // A silent or dead node leaves our table; a node that said no (or is shutting down) stays.
       Code code = answer->reply.status().code();
       if (code == Code::kTimeout || code == Code::kUnavailable) note_dead(answer->from.id);
-      continue;
     }
-    auto contacts = read(answer->from, *answer->reply, lookup);
+    auto contacts = read(answer->from, answer->reply, lookup);
     if (!contacts) {
       lookup.on_failure(answer->from.id);
       continue;
@@ -316,8 +314,9 @@ Lookup Node::run_lookup(const PeerId& target, const std::function<net::Outgoing(
 std::vector<Contact> Node::replica_set(const PeerId& key, Deadline deadline) {
   auto lookup = run_lookup(
       key, [&] { return net::Outgoing::of(wire::DhtFindNode{key, sender_endpoint()}); },
-      [&](const Contact&, const net::Incoming& reply, Lookup&) -> Result<std::vector<Contact>> {
-        auto nodes = reply.decode<wire::DhtNodes>();
+      [&](const Contact&, const Result<net::Incoming>& reply, Lookup&) -> Result<std::vector<Contact>> {
+        if (!reply) return reply.status();
+        auto nodes = reply->decode<wire::DhtNodes>();
         if (!nodes) return nodes.status();
         return to_contacts(nodes->nearest, now());
       },
@@ -374,7 +373,39 @@ Result<StoreResult> Node::store(const std::string& key_name, const std::optional
   DEDLOC_RETURN_IF_ERROR(sign_entry(identity_, key_name, entry));
   // Refuse here what every replica would refuse, with the reason, before any network traffic.
   DEDLOC_RETURN_IF_ERROR(validator_.validate(key_name, entry, now()));
-  return store_on(replica_set(key_id(key_name), deadline), key_name, entry, deadline);
+
+  PeerId key = key_id(key_name);
+  StoreResult result;
+  std::optional<Status> first_refusal;
+  auto lookup = run_lookup(
+      key,
+      [&] {
+        ++result.attempted;
+        return net::Outgoing::of(wire::DhtStore{key_name, entry, sender_endpoint()});
+      },
+      [&](const Contact&, const Result<net::Incoming>& reply, Lookup&) -> Result<std::vector<Contact>> {
+        auto stored = reply ? reply->decode<wire::DhtStored>() : Result<wire::DhtStored>(reply.status());
+        if (!stored) {
+          if (!first_refusal) first_refusal = stored.status();
+          return stored.status();
+        }
+        ++result.stored;
+        return to_contacts(stored->nearest, now());
+      },
+      deadline);
+  // We keep a copy too when we are among the nearest nodes to the key.
+  auto nearest = lookup.nearest_answered(options_.replicas);
+  if (server_ && !options_.client_mode &&
+      (nearest.size() < options_.replicas || closer_to(key, id(), nearest.back().id))) {
+    ++result.attempted;
+    Status local = store_locally(key_name, entry);
+    if (local.is_ok()) ++result.stored;
+    else if (!first_refusal) first_refusal = local;
+  }
+  if (result.stored > 0) return result;
+  if (first_refusal) return first_refusal->with_context("no node stored '" + key_name + "'");
+  if (result.attempted == 0) return error(Code::kUnavailable, "no DHT node to store on (not bootstrapped?)");
+  return error(Code::kTimeout, "no node stored '" + key_name + "' before the deadline");
 }
 
 Result<std::optional<FoundRecord>> Node::get(const std::string& key_name, GetMode mode, Deadline deadline) {
@@ -398,8 +429,9 @@ Result<std::optional<FoundRecord>> Node::get(const std::string& key_name, GetMod
   if (answered == 0 || mode == GetMode::kLatest) {
     run_lookup(
         key, [&] { return net::Outgoing::of(wire::DhtFindValue{key, sender_endpoint()}); },
-        [&](const Contact&, const net::Incoming& reply, Lookup& lookup) -> Result<std::vector<Contact>> {
-          auto value = reply.decode<wire::DhtValue>();
+        [&](const Contact&, const Result<net::Incoming>& reply, Lookup& lookup) -> Result<std::vector<Contact>> {
+          if (!reply) return reply.status();
+          auto value = reply->decode<wire::DhtValue>();
           if (!value) return value.status();
           size_t valid = 0;
           for (const auto& entry : value->entries) {

@@ -49,7 +49,7 @@ struct NodeOptions {
 
   size_t bucket_size = 20;  // k
   size_t alpha = 4;         // lookup RPCs in flight
-  size_t lookup_k = 10;     // a lookup is done when this many nearest nodes have answered
+  size_t lookup_k = 5;      // a lookup is done when this many nearest nodes have answered (= replicas)
   size_t replicas = 5;      // a value is stored on this many nodes nearest to its key
   Duration rpc_timeout = std::chrono::seconds(2);
   double max_clock_skew_seconds = 5;  // bootstrap refuses peers whose clocks differ more (expirations are absolute)
@@ -82,8 +82,8 @@ struct FoundRecord {
 };
 
 struct StoreResult {
-  size_t stored = 0;     // replicas that accepted the value
-  size_t attempted = 0;  // replicas asked
+  size_t stored = 0;     // nodes that accepted the value: the `replicas` nearest, plus any met on the way
+  size_t attempted = 0;  // nodes asked
 };
 
 enum class GetMode {
@@ -115,8 +115,10 @@ class Node {
   Status bootstrap(const std::vector<net::PeerAddress>& peers, Deadline deadline);
 
   // Stores `value` under `key_name` (and `subkey`) until `expiration` (unix seconds) on the `replicas` nodes
-  // nearest to the key, ourselves included when we are among them. Owned entries are signed with our
-  // identity. An error when no replica accepted it (the first replica's reason: older than held, unauthorized…).
+  // nearest to the key, ourselves included when we are among them. The lookup stores as it goes (each store
+  // reply names nearer nodes), so nodes it meets on the way keep a copy too, as Kademlia's path caching does.
+  // Owned entries are signed with our identity. An error when no node accepted it (the first refusal's
+  // reason: older than held, unauthorized…).
   Result<StoreResult> store(const std::string& key_name, const std::optional<Bytes>& subkey, Bytes value,
                             double expiration, Deadline deadline);
 
@@ -151,10 +153,10 @@ class Node {
   double now() const { return options_.clock->unix_seconds(); }
   std::string sender_endpoint() const { return options_.client_mode ? std::string() : advertised_; }
 
-  // Runs one iterative lookup for `target`, asking with `make_request` and reading each answer with `read`
+  // Runs one iterative lookup for `target`, asking with `make_request` and reading each outcome with `read`
   // (which returns the contacts to go on with, or an error, and may finish the lookup).
-  using AnswerReader = std::function<Result<std::vector<Contact>>(const Contact& from, const net::Incoming& reply,
-                                                                  Lookup& lookup)>;
+  using AnswerReader = std::function<Result<std::vector<Contact>>(
+      const Contact& from, const Result<net::Incoming>& reply, Lookup& lookup)>;
   Lookup run_lookup(const PeerId& target, const std::function<net::Outgoing()>& make_request,
                     const AnswerReader& read, Deadline deadline);
   // Sends one RPC with the node's RPC deadline (capped by `deadline`); the outcome goes to `inbox`.

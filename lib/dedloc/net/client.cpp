@@ -195,7 +195,11 @@ void ClientLoop::run() {
     items.clear();
     order.clear();
     items.push_back({nullptr, mailbox_.fd(), ZMQ_POLLIN, 0});
+    // Only connections awaiting a reply are polled: zmq_poll costs a few syscalls per socket, and a node
+    // keeps a connection to every peer it talked to lately. (A late reply to an expired call waits in its
+    // idle socket and is drained, and dropped, when the connection is next used.)
     for (auto& [endpoint, connection] : connections_) {
+      if (connection.in_flight == 0) continue;
       items.push_back({connection.socket.handle(), 0, ZMQ_POLLIN, 0});
       order.emplace_back(&endpoint, &connection);
     }

@@ -180,9 +180,13 @@ Result<DhtStore> DhtStore::decode(MapReader in) {
   return m;
 }
 
-void DhtStored::encode(MapWriter&) const {}
+void DhtStored::encode(MapWriter& out) const { encode_contacts(out, nearest, false); }
 
-Result<DhtStored> DhtStored::decode(MapReader) { return DhtStored{}; }
+Result<DhtStored> DhtStored::decode(MapReader in) {
+  auto contacts = decode_contacts(in, kMaxDhtContacts, false, kName);
+  if (!contacts) return contacts.status();
+  return DhtStored{std::move(*contacts)};
+}
 
 // ---- DhtListPeers / DhtPeerList ----
 void DhtListPeers::encode(MapWriter& out) const { out.put("max", max_contacts); }

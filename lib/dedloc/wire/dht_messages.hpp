@@ -93,9 +93,12 @@ struct DhtStore {
   static Result<DhtStore> decode(MapReader in);
 };
 
+// A store doubles as a find-node: the reply lists the replier's contacts nearest to the key, so a put is
+// one iterative lookup that stores as it goes, a round trip shorter than find-then-store.
 struct DhtStored {
   static constexpr MessageType kType = MessageType::kDhtStored;
   static constexpr std::string_view kName = "DhtStored";
+  std::vector<ContactInfo> nearest;
 
   void encode(MapWriter& out) const;
   static Result<DhtStored> decode(MapReader in);

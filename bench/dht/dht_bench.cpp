@@ -1,0 +1,137 @@
+// The dedloc side of bench/dht (run.sh puts OpenDHT beside it): N nodes in this process on loopback, then
+// 1,000 keys of 100 bytes stored one at a time from random nodes and read back one at a time from other
+// random nodes. Prints one JSON object, the same shape opendht_bench.py prints:
+//   {"impl":"dedloc","nodes":64,"keys":1000,"value_bytes":100,"bootstrap_s":..,"put_ms":{"median":..,"p99":..},
+//    "get_ms":{..},"put_ops_per_s":..,"get_ops_per_s":..,"put_ok":..,"get_ok":..,"rss_kib_per_node":..}
+// plus "rpcs_per_put" and "rpcs_per_get" (dedloc only).
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <random>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "dedloc/dht/local_swarm.hpp"
+
+using namespace dedloc;
+using namespace std::chrono_literals;
+
+namespace {
+
+long rss_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return 0;
+}
+
+nlohmann::json summary_ms(std::vector<double> ms) {
+  if (ms.empty()) return {{"median", nullptr}, {"p99", nullptr}};
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * static_cast<double>(ms.size())))]; };
+  return {{"median", at(0.5)}, {"p99", at(0.99)}};
+}
+
+// RPCs sent by every node so far.
+std::uint64_t rpcs_sent(dht::LocalSwarm& swarm) {
+  std::uint64_t n = 0;
+  for (size_t i = 0; i < swarm.size(); ++i) n += swarm.node(i).stats().rpcs_sent;
+  return n;
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t nodes = 64, keys = 1000, value_bytes = 100;
+  std::uint64_t seed = 1;
+  double timeout_s = 10;
+  CLI::App app{"dedloc DHT benchmark: store/get latency, bootstrap time and memory of an in-process swarm"};
+  app.add_option("--nodes", nodes)->capture_default_str();
+  app.add_option("--keys", keys)->capture_default_str();
+  app.add_option("--value-bytes", value_bytes)->capture_default_str();
+  app.add_option("--seed", seed)->capture_default_str();
+  app.add_option("--timeout", timeout_s, "seconds per operation")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  Logger quiet(LogLevel::kError);
+  dht::NodeOptions options;
+  options.log = &quiet;
+  options.maintenance_interval = Duration::zero();  // no background traffic while measuring
+  // Keep idle connections few: a node of a big swarm talks to many peers once.
+  options.idle_connection_close = 60s;
+
+  long rss_before = rss_kib();
+  auto started = std::chrono::steady_clock::now();
+  auto swarm = dht::LocalSwarm::launch(nodes, options, seed);
+  if (!swarm) {
+    std::cerr << "launch failed: " << swarm.status().to_string() << "\n";
+    return 1;
+  }
+  double bootstrap_s = ms_since(started) / 1000;
+
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<size_t> any_node(0, nodes - 1);
+  std::uniform_int_distribution<int> any_byte(0, 255);
+  std::vector<Bytes> values(keys);
+  std::vector<size_t> putter(keys);
+  std::vector<double> put_ms, get_ms;
+  size_t put_ok = 0, get_ok = 0;
+  double expiration = SystemClock::instance().unix_seconds() + 3600;
+
+  std::uint64_t rpcs_before_puts = rpcs_sent(**swarm);
+  auto puts_started = std::chrono::steady_clock::now();
+  for (size_t k = 0; k < keys; ++k) {
+    values[k].resize(value_bytes);
+    for (auto& b : values[k]) b = static_cast<std::uint8_t>(any_byte(rng));
+    putter[k] = any_node(rng);
+    auto t = std::chrono::steady_clock::now();
+    auto stored = (*swarm)->node(putter[k]).store("bench-" + std::to_string(k), std::nullopt, values[k], expiration,
+                                                   Deadline::after(std::chrono::duration_cast<Duration>(
+                                                       std::chrono::duration<double>(timeout_s))));
+    put_ms.push_back(ms_since(t));
+    put_ok += stored.is_ok() ? 1 : 0;
+  }
+  double puts_s = ms_since(puts_started) / 1000;
+  std::uint64_t rpcs_after_puts = rpcs_sent(**swarm);
+
+  auto gets_started = std::chrono::steady_clock::now();
+  for (size_t k = 0; k < keys; ++k) {
+    size_t getter = any_node(rng);
+    while (nodes > 1 && getter == putter[k]) getter = any_node(rng);
+    auto t = std::chrono::steady_clock::now();
+    auto record = (*swarm)->node(getter).get("bench-" + std::to_string(k), dht::GetMode::kFirst,
+                                              Deadline::after(std::chrono::duration_cast<Duration>(
+                                                  std::chrono::duration<double>(timeout_s))));
+    get_ms.push_back(ms_since(t));
+    if (record.is_ok() && record->has_value() && (*record)->entries.size() == 1 &&
+        (*record)->entries[0].value == values[k]) {
+      ++get_ok;
+    }
+  }
+  double gets_s = ms_since(gets_started) / 1000;
+  std::uint64_t rpcs_after_gets = rpcs_sent(**swarm);
+
+  nlohmann::json out{{"impl", "dedloc"},
+                     {"nodes", nodes},
+                     {"keys", keys},
+                     {"value_bytes", value_bytes},
+                     {"bootstrap_s", bootstrap_s},
+                     {"put_ms", summary_ms(put_ms)},
+                     {"get_ms", summary_ms(get_ms)},
+                     {"put_ops_per_s", static_cast<double>(keys) / puts_s},
+                     {"get_ops_per_s", static_cast<double>(keys) / gets_s},
+                     {"put_ok", put_ok},
+                     {"get_ok", get_ok},
+                     {"rpcs_per_put", static_cast<double>(rpcs_after_puts - rpcs_before_puts) / static_cast<double>(keys)},
+                     {"rpcs_per_get", static_cast<double>(rpcs_after_gets - rpcs_after_puts) / static_cast<double>(keys)},
+                     {"rss_kib_per_node", static_cast<double>(rss_kib() - rss_before) / static_cast<double>(nodes)}};
+  std::cout << out.dump() << std::endl;
+  return 0;
+}
