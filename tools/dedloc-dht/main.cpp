@@ -108,6 +108,9 @@ int serve(const Options& o, const cli::CommonFlags& common) {
   cli::ReadyLine ready{"dht", node.id(), {node.address().to_string()}, {}};
   if (o.client_mode) ready.extra["client_mode"] = "true";
   ready.print();
+  if (!o.client_mode) {
+    dedloc::Logger::global().info("dht") << "others join with --initial-peers " << node.address().to_string();
+  }
   while (!cli::wait_for_shutdown(std::chrono::seconds(1))) {
   }
   node.stop();
