@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "dedloc/wire/dht_messages.hpp"
 #include "dedloc/wire/envelope.hpp"
 #include "dedloc/wire/messages.hpp"
 
@@ -37,5 +38,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try_decode<ProbeReply>(*header);
   try_decode<StreamPart>(*header);
   try_decode<StreamAck>(*header);
+  try_decode<DhtFindNode>(*header);
+  try_decode<DhtNodes>(*header);
+  try_decode<DhtFindValue>(*header);
+  try_decode<DhtValue>(*header);
+  try_decode<DhtStore>(*header);
+  try_decode<DhtStored>(*header);
+  try_decode<DhtListPeers>(*header);
+  try_decode<DhtPeerList>(*header);
+  try_decode<DhtCheckReachable>(*header);
+  try_decode<DhtReachability>(*header);
   return 0;
 }

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include "dedloc/wire/map_codec.hpp"
 
 using namespace dedloc;
@@ -90,4 +92,21 @@ TEST_CASE("Signed integers reject values that do not fit", "[unit][wire]") {
   std::int64_t v = 0;
   r->get("big", v);
   CHECK(r->status().code() == Code::kMalformed);
+}
+
+TEST_CASE("Doubles beyond the integer range round-trip as float64", "[unit][wire]") {
+  // msgpack-c converts whole doubles to integers; 2^64 itself would overflow that conversion.
+  for (double value : {0x1p64, 0x1p70, -0x1p63 * 2, std::numeric_limits<double>::infinity(), 1700000000.0, 0.5}) {
+    MapWriter writer;
+    writer.put("d", value).put_doubles("ds", {value, value});
+    auto handle = parse(writer.to_bytes());
+    auto reader = MapReader::of(handle.get(), "Test");
+    REQUIRE(reader.is_ok());
+    double read = 0;
+    std::vector<double> reads;
+    reader->get("d", read).get("ds", reads);
+    REQUIRE(reader->status().is_ok());
+    CHECK(read == value);
+    CHECK(reads == std::vector<double>{value, value});
+  }
 }

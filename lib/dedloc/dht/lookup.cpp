@@ -1,5 +1,7 @@
 #include "dedloc/dht/lookup.hpp"
 
+#include <algorithm>
+
 namespace dedloc::dht {
 
 Lookup::Lookup(PeerId target, PeerId self, const std::vector<Contact>& seeds, LookupOptions options)
@@ -12,10 +14,16 @@ void Lookup::add(const Contact& contact) {
   PeerId distance = xor_distance(contact.id, target_);
   if (candidates_.contains(distance)) return;
   if (candidates_.size() >= options_.max_candidates) {
-    // Full: a newcomer may only replace the farthest candidate not yet asked.
-    auto farthest = std::prev(candidates_.end());
-    if (!(distance < farthest->first) || farthest->second.state != State::kFresh) return;
-    candidates_.erase(farthest);
+    // Full: a failed candidate is dead weight, so it goes first (else hostile answers naming dead ids near
+    // the target could fill the list and shut real nodes out); otherwise a newcomer may only replace the
+    // farthest candidate not yet asked.
+    auto victim = std::find_if(candidates_.rbegin(), candidates_.rend(),
+                               [](const auto& entry) { return entry.second.state == State::kFailed; });
+    if (victim == candidates_.rend()) {
+      victim = candidates_.rbegin();
+      if (!(distance < victim->first) || victim->second.state != State::kFresh) return;
+    }
+    candidates_.erase(std::next(victim).base());
   }
   candidates_.emplace(distance, Candidate{contact});
 }

@@ -1,9 +1,24 @@
 #include "dedloc/wire/map_codec.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace dedloc::wire {
+
+void MapWriter::pack_number(double value) {
+  // msgpack-c writes whole doubles as integers, converting with uint64_t(d) once d <= 2^64 (as a double), so
+  // d == 2^64 is undefined behaviour there. Values outside the integer range go out as float64 directly.
+  if (value >= 0x1p64 || value < -0x1p63) {
+    std::uint64_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    char raw[9] = {static_cast<char>(0xcb)};
+    for (int i = 0; i < 8; ++i) raw[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
+    body_.write(raw, sizeof raw);
+    return;
+  }
+  packer_.pack_double(value);
+}
 
 void MapWriter::key(std::string_view k) {
   packer_.pack_str(static_cast<std::uint32_t>(k.size()));
@@ -25,7 +40,7 @@ MapWriter& MapWriter::put(std::string_view k, std::int64_t value) {
 
 MapWriter& MapWriter::put(std::string_view k, double value) {
   key(k);
-  packer_.pack_double(value);
+  pack_number(value);
   return *this;
 }
 
@@ -62,7 +77,7 @@ MapWriter& MapWriter::put_strings(std::string_view k, const std::vector<std::str
 MapWriter& MapWriter::put_doubles(std::string_view k, const std::vector<double>& values) {
   key(k);
   packer_.pack_array(static_cast<std::uint32_t>(values.size()));
-  for (double v : values) packer_.pack_double(v);
+  for (double v : values) pack_number(v);
   return *this;
 }
 

@@ -45,6 +45,7 @@ class MapWriter {
 
  private:
   void key(std::string_view k);
+  void pack_number(double value);
   msgpack::sbuffer body_;
   msgpack::packer<msgpack::sbuffer> packer_;
   std::uint32_t count_ = 0;

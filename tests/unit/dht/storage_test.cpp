@@ -69,3 +69,38 @@ TEST_CASE("Storage limits refuse oversized values and too many keys", "[unit][dh
   // Once the first keys expire there is room again.
   REQUIRE(storage.store(key(3), std::nullopt, bytes("c"), 30, 20).value());
 }
+
+TEST_CASE("A plain value and a dictionary replace each other only by outliving the whole record", "[unit][dht]") {
+  Storage storage;
+  double now = 10;
+  REQUIRE(storage.store(key(1), bytes("a"), bytes("x"), 20, now).value());
+  REQUIRE(storage.store(key(1), bytes("b"), bytes("y"), 40, now).value());
+  // A plain value must outlive the dictionary's latest entry, not just one of them.
+  CHECK(storage.store(key(1), std::nullopt, bytes("plain"), 30, now).status().code() == Code::kRefused);
+  CHECK(storage.get(key(1), now)->subkeys.size() == 2);
+  REQUIRE(storage.store(key(1), std::nullopt, bytes("plain"), 50, now).value());
+  auto plain = storage.get(key(1), now);
+  REQUIRE(plain.has_value());
+  REQUIRE(plain->value.has_value());
+  CHECK(plain->value->value == bytes("plain"));
+  CHECK(plain->subkeys.empty());
+  // And back: a dictionary entry must outlive the plain value.
+  CHECK(storage.store(key(1), bytes("a"), bytes("z"), 45, now).status().code() == Code::kRefused);
+  CHECK(storage.get(key(1), now)->value.has_value());
+  REQUIRE(storage.store(key(1), bytes("a"), bytes("z"), 60, now).value());
+  auto dict = storage.get(key(1), now);
+  REQUIRE(dict.has_value());
+  CHECK_FALSE(dict->value.has_value());
+  REQUIRE(dict->subkeys.size() == 1);
+  CHECK(dict->subkeys.at(bytes("a")).value == bytes("z"));
+}
+
+TEST_CASE("live_keys lists only keys holding something live", "[unit][dht]") {
+  Storage storage;
+  REQUIRE(storage.store(key(1), std::nullopt, bytes("short"), 20, 0).value());
+  REQUIRE(storage.store(key(2), bytes("s"), bytes("long"), 40, 0).value());
+  CHECK(storage.live_keys(10) == std::vector<crypto::PeerId>{key(1), key(2)});
+  CHECK(storage.live_keys(30) == std::vector<crypto::PeerId>{key(2)});
+  CHECK(storage.live_keys(40).empty());
+  CHECK(storage.key_count() == 2);  // expired but not yet purged
+}

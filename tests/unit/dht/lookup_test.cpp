@@ -1,0 +1,326 @@
+// The sans-IO iterative lookup (lookup.hpp): fed candidates, answers and failures by hand or by a simulated
+// network of routing tables; no sockets, no clock.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <random>
+#include <set>
+
+#include "dedloc/dht/lookup.hpp"
+#include "dedloc/dht/routing_table.hpp"
+
+using namespace dedloc;
+using namespace dedloc::dht;
+
+namespace {
+
+PeerId random_id(std::mt19937_64& rng) {
+  std::array<std::uint8_t, PeerId::kSize> bytes{};
+  for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+  return PeerId(bytes);
+}
+
+// The id at XOR distance `distance` (as the last byte, `high` as the first) from `target`.
+PeerId at_distance(const PeerId& target, std::uint8_t distance, std::uint8_t high = 0) {
+  auto bytes = target.bytes();
+  bytes[0] ^= high;
+  bytes[PeerId::kSize - 1] ^= distance;
+  return PeerId(bytes);
+}
+
+Contact contact(const PeerId& id) { return {id, "tcp://10.0.0.1:" + id.short_string(), 0}; }
+
+std::vector<PeerId> ids_of(const std::vector<Contact>& contacts) {
+  std::vector<PeerId> ids;
+  for (const auto& c : contacts) ids.push_back(c.id);
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("A lookup asks the nearest candidates first, at most alpha at a time", "[unit][dht]") {
+  std::mt19937_64 rng(1);
+  PeerId target = random_id(rng);
+  PeerId self = at_distance(target, 0, 0x80);
+  // Seeds at distances 10..70, given in scrambled order.
+  std::vector<Contact> seeds;
+  for (int d : {50, 20, 70, 10, 40, 30, 60}) {
+    seeds.push_back(contact(at_distance(target, static_cast<std::uint8_t>(d))));
+  }
+  Lookup lookup(target, self, seeds, {.k = 3, .alpha = 2});
+
+  auto first = lookup.next_queries();
+  CHECK(ids_of(first) == std::vector<PeerId>{at_distance(target, 10), at_distance(target, 20)});
+  CHECK(lookup.in_flight() == 2);
+  CHECK(lookup.next_queries().empty());  // alpha are in flight
+  CHECK_FALSE(lookup.done());
+
+  // An answer frees one slot: the next nearest is asked, and only it.
+  lookup.on_answer(at_distance(target, 10), {});
+  auto second = lookup.next_queries();
+  CHECK(ids_of(second) == std::vector<PeerId>{at_distance(target, 30)});
+  CHECK(lookup.in_flight() == 2);
+
+  // An answer that brings nearer contacts: they go before everything already known.
+  lookup.on_answer(at_distance(target, 20), {contact(at_distance(target, 5)), contact(at_distance(target, 2))});
+  CHECK(ids_of(lookup.next_queries()) == std::vector<PeerId>{at_distance(target, 2)});
+  lookup.on_answer(at_distance(target, 30), {});
+  CHECK(ids_of(lookup.next_queries()) == std::vector<PeerId>{at_distance(target, 5)});
+  CHECK_FALSE(lookup.done());
+  lookup.on_answer(at_distance(target, 2), {});
+  lookup.on_answer(at_distance(target, 5), {});
+  // The 3 nearest (2, 5, 10) have answered: done, although 20 and 30 answered too and 40.. were never asked.
+  CHECK(lookup.done());
+  CHECK(ids_of(lookup.nearest_answered(3)) ==
+        std::vector<PeerId>{at_distance(target, 2), at_distance(target, 5), at_distance(target, 10)});
+  CHECK(lookup.nearest_answered(10).size() == 5);
+  CHECK(lookup.next_queries().empty());  // nothing nearer is left to ask
+}
+
+TEST_CASE("A lookup is done once the k nearest have answered, even with farther ones in flight", "[unit][dht]") {
+  std::mt19937_64 rng(2);
+  PeerId target = random_id(rng), self = random_id(rng);
+  PeerId a = at_distance(target, 1), b = at_distance(target, 2), c = at_distance(target, 3),
+         d = at_distance(target, 4), e = at_distance(target, 5);
+  Lookup lookup(target, self, {contact(e), contact(d), contact(c)}, {.k = 2, .alpha = 3});
+  // Only the k nearest live candidates are worth asking: c and d, not e.
+  auto first = ids_of(lookup.next_queries());
+  CHECK(first == std::vector<PeerId>{c, d});
+  lookup.on_answer(c, {contact(a), contact(b)});
+  CHECK(ids_of(lookup.next_queries()) == std::vector<PeerId>{a, b});
+  CHECK(lookup.in_flight() == 3);
+  lookup.on_answer(b, {});
+  CHECK_FALSE(lookup.done());  // a, nearer than b, has not answered yet
+  lookup.on_answer(a, {});
+  CHECK(lookup.done());  // d is still in flight, but it is not among the 2 nearest
+  CHECK(lookup.in_flight() == 1);
+  CHECK(ids_of(lookup.nearest_answered(2)) == std::vector<PeerId>{a, b});
+  CHECK(ids_of(lookup.nearest_answered(5)) == std::vector<PeerId>{a, b, c});
+}
+
+TEST_CASE("A failed node is not among the nearest and the lookup moves past it", "[unit][dht]") {
+  std::mt19937_64 rng(3);
+  PeerId target = random_id(rng), self = random_id(rng);
+  PeerId a = at_distance(target, 1), b = at_distance(target, 2), c = at_distance(target, 3),
+         d = at_distance(target, 4);
+  Lookup lookup(target, self, {contact(a), contact(b), contact(c), contact(d)}, {.k = 2, .alpha = 1});
+  CHECK(ids_of(lookup.next_queries()) == std::vector<PeerId>{a});
+  lookup.on_failure(a);
+  CHECK(lookup.in_flight() == 0);
+  CHECK(ids_of(lookup.next_queries()) == std::vector<PeerId>{b});
+  lookup.on_answer(b, {contact(a)});  // a stale table still names the dead node: it is not asked again
+  CHECK(ids_of(lookup.next_queries()) == std::vector<PeerId>{c});
+  CHECK_FALSE(lookup.done());
+  lookup.on_answer(c, {});
+  CHECK(lookup.done());
+  CHECK(ids_of(lookup.nearest_answered(2)) == std::vector<PeerId>{b, c});
+  // A late answer from the failed node changes nothing.
+  lookup.on_answer(a, {contact(at_distance(target, 0))});
+  CHECK(ids_of(lookup.nearest_answered(4)) == std::vector<PeerId>{b, c});
+  CHECK(lookup.next_queries().empty());
+}
+
+TEST_CASE("A lookup whose every candidate fails is done with nothing", "[unit][dht]") {
+  std::mt19937_64 rng(4);
+  PeerId target = random_id(rng), self = random_id(rng);
+  std::vector<Contact> seeds;
+  for (int i = 0; i < 5; ++i) seeds.push_back(contact(random_id(rng)));
+  Lookup lookup(target, self, seeds, {.k = 3, .alpha = 2});
+  size_t asked = 0;
+  for (auto batch = lookup.next_queries(); !batch.empty(); batch = lookup.next_queries()) {
+    CHECK_FALSE(lookup.done());
+    for (const auto& c : batch) lookup.on_failure(c.id);
+    asked += batch.size();
+  }
+  CHECK(asked == 5);
+  CHECK(lookup.done());
+  CHECK(lookup.nearest_answered(3).empty());
+
+  Lookup empty(target, self, {}, {});
+  CHECK(empty.done());
+  CHECK(empty.next_queries().empty());
+}
+
+TEST_CASE("A lookup never asks itself, client-mode contacts, or contacts from unasked nodes", "[unit][dht]") {
+  std::mt19937_64 rng(5);
+  PeerId target = random_id(rng);
+  PeerId self = at_distance(target, 1), a = at_distance(target, 2), b = at_distance(target, 3);
+  Contact client{at_distance(target, 0), "", 0};  // nearest of all, but cannot be dialled
+  Lookup lookup(target, self, {contact(self), client, contact(a)}, {.k = 4, .alpha = 4});
+  CHECK(ids_of(lookup.next_queries()) == std::vector<PeerId>{a});
+  // Someone never asked "answers" with a contact: ignored (answers are only accepted from those asked).
+  lookup.on_answer(at_distance(target, 9), {contact(b)});
+  CHECK(lookup.next_queries().empty());
+  lookup.on_answer(a, {contact(self), client, contact(b)});
+  CHECK(ids_of(lookup.next_queries()) == std::vector<PeerId>{b});
+  lookup.on_answer(b, {});
+  CHECK(lookup.done());
+  CHECK(ids_of(lookup.nearest_answered(4)) == std::vector<PeerId>{a, b});
+}
+
+TEST_CASE("Hostile answers cannot make a lookup remember more than max_candidates", "[unit][dht]") {
+  std::mt19937_64 rng(6);
+  PeerId target = random_id(rng), self = at_distance(target, 0, 0x80);
+  PeerId first = at_distance(target, 1);
+  Lookup lookup(target, self, {contact(first)}, {.k = 100, .alpha = 100, .max_candidates = 4});
+  REQUIRE(ids_of(lookup.next_queries()) == std::vector<PeerId>{first});
+  // 50 contacts at distances 250, 245, ... 5 (farthest first): only the nearest three fit beside `first`.
+  std::vector<Contact> flood;
+  for (int d = 250; d >= 5; d -= 5) flood.push_back(contact(at_distance(target, static_cast<std::uint8_t>(d))));
+  lookup.on_answer(first, flood);
+  auto asked = lookup.next_queries();
+  CHECK(ids_of(asked) ==
+        std::vector<PeerId>{at_distance(target, 5), at_distance(target, 10), at_distance(target, 15)});
+}
+
+TEST_CASE("A lookup full of failed candidates still takes nearer newcomers", "[unit][dht]") {
+  std::mt19937_64 rng(8);
+  PeerId target = random_id(rng), self = at_distance(target, 0, 0x80);
+  PeerId first = at_distance(target, 1), second = at_distance(target, 20);
+  Lookup lookup(target, self, {contact(first), contact(second)}, {.k = 5, .alpha = 100, .max_candidates = 5});
+  REQUIRE(lookup.next_queries().size() == 2);
+  // A hostile answer fills the list with dead ids close to the target; they all fail.
+  std::vector<Contact> dead;
+  for (int d : {2, 3, 4}) dead.push_back(contact(at_distance(target, static_cast<std::uint8_t>(d))));
+  lookup.on_answer(first, dead);
+  auto asked = lookup.next_queries();
+  REQUIRE(asked.size() == 3);
+  for (const auto& c : asked) lookup.on_failure(c.id);
+  // A real node, farther than every dead one, must still get in and be asked.
+  PeerId real = at_distance(target, 9);
+  lookup.on_answer(second, {contact(real)});
+  CHECK(ids_of(lookup.next_queries()) == std::vector<PeerId>{real});
+}
+
+namespace {
+
+// A synthetic network: every node's routing table has seen every other node (so, by Kademlia's split rule,
+// each knows its own neighbourhood in full and far regions only by a sample). An answer is the answering
+// node's `k` nearest contacts to the target; dead nodes never answer but stay in others' tables.
+struct Network {
+  std::vector<PeerId> ids;
+  std::map<PeerId, RoutingTable> tables;
+  std::set<PeerId> dead;
+
+  Network(size_t size, size_t bucket_size, std::mt19937_64& rng) {
+    for (size_t i = 0; i < size; ++i) ids.push_back(random_id(rng));
+    for (const auto& id : ids) {
+      RoutingTable table(id, bucket_size);
+      std::vector<PeerId> others = ids;
+      std::shuffle(others.begin(), others.end(), rng);
+      for (const auto& other : others) {
+        if (other != id) (void)table.update(contact(other));
+      }
+      tables.emplace(id, std::move(table));
+    }
+  }
+
+  // The true `count` nearest live nodes to `target`, `self` excluded.
+  std::vector<PeerId> nearest_live(const PeerId& target, const PeerId& self, size_t count) const {
+    std::vector<PeerId> live;
+    for (const auto& id : ids) {
+      if (id != self && !dead.contains(id)) live.push_back(id);
+    }
+    std::sort(live.begin(), live.end(), [&](const PeerId& x, const PeerId& y) { return closer_to(target, x, y); });
+    live.resize(std::min(live.size(), count));
+    return live;
+  }
+};
+
+struct RunStats {
+  size_t queries = 0;
+  size_t max_in_flight = 0;
+  std::set<PeerId> asked;
+  std::set<PeerId> heard;  // every id the lookup was told of: seeds and answers
+};
+
+// Runs `lookup` from `seeds` to the end, answering the oldest request in flight each step (so several stay
+// in flight).
+RunStats run(Lookup& lookup, const std::vector<Contact>& seeds, const Network& net, size_t k, size_t alpha) {
+  RunStats stats;
+  for (const auto& c : seeds) stats.heard.insert(c.id);
+  std::deque<PeerId> pending;
+  while (!lookup.done()) {
+    for (const auto& c : lookup.next_queries()) {
+      CHECK(stats.asked.insert(c.id).second);  // nobody is asked twice
+      pending.push_back(c.id);
+      ++stats.queries;
+    }
+    stats.max_in_flight = std::max(stats.max_in_flight, lookup.in_flight());
+    REQUIRE(lookup.in_flight() <= alpha);
+    REQUIRE(lookup.in_flight() == pending.size());
+    if (pending.empty()) break;  // nobody left to ask
+    PeerId from = pending.front();
+    pending.pop_front();
+    if (net.dead.contains(from)) {
+      lookup.on_failure(from);
+    } else {
+      auto answer = net.tables.at(from).nearest(lookup.target(), k);
+      for (const auto& c : answer) stats.heard.insert(c.id);
+      lookup.on_answer(from, answer);
+    }
+  }
+  return stats;
+}
+
+}  // namespace
+
+TEST_CASE("Lookups over a simulated network converge to the true k nearest", "[unit][dht]") {
+  std::mt19937_64 rng(7);
+  const size_t k = 8, alpha = 3;
+  Network net(200, k, rng);
+  for (int trial = 0; trial < 20; ++trial) {
+    PeerId self = net.ids[rng() % net.ids.size()];
+    PeerId target = random_id(rng);
+    // Start from what self's own table knows, as a node does.
+    auto seeds = net.tables.at(self).nearest(target, alpha);
+    Lookup lookup(target, self, seeds, {.k = k, .alpha = alpha});
+    RunStats stats = run(lookup, seeds, net, k, alpha);
+    INFO("trial " << trial << ", target " << target.to_string());
+    REQUIRE(lookup.done());
+    CHECK(ids_of(lookup.nearest_answered(k)) == net.nearest_live(target, self, k));
+    CHECK(stats.max_in_flight == alpha);
+    CHECK_FALSE(stats.asked.contains(self));
+    CHECK(stats.queries < net.ids.size() / 2);  // a lookup, not a flood
+  }
+}
+
+TEST_CASE("Lookups over a simulated network route around dead nodes", "[unit][dht]") {
+  std::mt19937_64 rng(8);
+  const size_t k = 8, alpha = 3;
+  Network net(200, k, rng);
+  for (int trial = 0; trial < 20; ++trial) {
+    net.dead.clear();
+    PeerId self = net.ids[rng() % net.ids.size()];
+    PeerId target = random_id(rng);
+    // A quarter of the network is dead, the three true nearest among them; the tables still list them.
+    auto dead_nearest = net.nearest_live(target, self, 3);
+    net.dead.insert(dead_nearest.begin(), dead_nearest.end());
+    for (const auto& id : net.ids) {
+      if (id != self && rng() % 4 == 0) net.dead.insert(id);
+    }
+    auto seeds = net.tables.at(self).nearest(target, k);
+    Lookup lookup(target, self, seeds, {.k = k, .alpha = alpha});
+    RunStats stats = run(lookup, seeds, net, k, alpha);
+    INFO("trial " << trial << ", target " << target.to_string());
+    REQUIRE(lookup.done());
+    auto found = ids_of(lookup.nearest_answered(k));
+    REQUIRE_FALSE(found.empty());
+    for (const auto& id : found) CHECK_FALSE(net.dead.contains(id));
+    // Exactly the k nearest live nodes of all it heard of. (Not always the network's true k nearest live, nor
+    // always k: stale tables fill some of their k answer slots with dead entries, so farther live nodes may
+    // go unnamed.)
+    std::vector<PeerId> expected;
+    for (const auto& id : stats.heard) {
+      if (id != self && !net.dead.contains(id)) expected.push_back(id);
+    }
+    std::sort(expected.begin(), expected.end(),
+              [&](const PeerId& x, const PeerId& y) { return closer_to(target, x, y); });
+    expected.resize(std::min(expected.size(), k));
+    CHECK(found == expected);
+    // The dead nearest were named by the others, tried, failed, and passed over.
+    for (const auto& id : dead_nearest) CHECK(stats.asked.contains(id));
+  }
+}
