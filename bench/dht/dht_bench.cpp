@@ -21,6 +21,7 @@ namespace {
 
 long rss_kib() {
   std::ifstream status("/proc/self/status");
+  if (!status) throw std::runtime_error("cannot read /proc/self/status (out of file descriptors?)");
   std::string line;
   while (std::getline(status, line)) {
     if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
@@ -58,14 +59,18 @@ int main(int argc, char** argv) {
   app.add_option("--value-bytes", value_bytes)->capture_default_str();
   app.add_option("--seed", seed)->capture_default_str();
   app.add_option("--timeout", timeout_s, "seconds per operation")->capture_default_str();
+  double idle_close_s = 60;
+  app.add_option("--idle-close", idle_close_s,
+                 "seconds before a node closes an unused connection (a process's descriptor limit may need less "
+                 "for big in-process swarms)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   Logger quiet(LogLevel::kError);
   dht::NodeOptions options;
   options.log = &quiet;
   options.maintenance_interval = Duration::zero();  // no background traffic while measuring
-  // Keep idle connections few: a node of a big swarm talks to many peers once.
-  options.idle_connection_close = 60s;
+  options.idle_connection_close = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(idle_close_s));
 
   long rss_before = rss_kib();
   auto started = std::chrono::steady_clock::now();

@@ -1,10 +1,33 @@
 #include "dedloc/dht/local_swarm.hpp"
 
+#include <sys/resource.h>
+
+#include <algorithm>
+
 namespace dedloc::dht {
 
 namespace {
-// Sockets one node may need: its server, its client's connections to every peer, and some slack.
-constexpr int kSocketsPerNode = 80;
+
+// ZeroMQ sockets one node may open: its server, plus its client's connection to each peer it talks to (a
+// node of a few hundred talks to most of them during a benchmark's thousand lookups).
+constexpr size_t kSocketsPerNode = 256;
+// File descriptors per socket: its TCP connection, the peer's end of it, and ZeroMQ's mailbox.
+constexpr size_t kDescriptorsPerSocket = 3;
+
+// Many nodes in one process need far more descriptors than the usual soft limit of 1024: raise it toward
+// the need (the hard limit too, when we may). Running out makes connects fail, which to the DHT looks like
+// dead peers, so a big swarm would measure a broken network instead of a slow one.
+void raise_descriptor_limit(size_t wanted) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= wanted) return;
+  if (limit.rlim_max < wanted) {
+    rlimit raised{wanted, wanted};
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) return;  // privileged: done
+  }
+  limit.rlim_cur = std::min<rlim_t>(wanted, limit.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 }  // namespace
 
 LocalSwarm::LocalSwarm() : context_(1) {}
@@ -16,7 +39,9 @@ LocalSwarm::~LocalSwarm() {
 Result<std::unique_ptr<LocalSwarm>> LocalSwarm::launch(size_t nodes, NodeOptions options, std::uint64_t seed,
                                                       Duration join_timeout) {
   std::unique_ptr<LocalSwarm> swarm(new LocalSwarm());
-  swarm->context_.set(zmq::ctxopt::max_sockets, static_cast<int>(std::max<size_t>(1024, nodes * kSocketsPerNode)));
+  const size_t sockets = std::max<size_t>(1024, nodes * kSocketsPerNode);
+  swarm->context_.set(zmq::ctxopt::max_sockets, static_cast<int>(sockets));
+  raise_descriptor_limit(sockets * kDescriptorsPerSocket);
   std::mt19937_64 rng(seed);
   for (size_t i = 0; i < nodes; ++i) {
     if (i == 0) {

@@ -81,6 +81,13 @@ MapWriter& MapWriter::put_doubles(std::string_view k, const std::vector<double>&
   return *this;
 }
 
+MapWriter& MapWriter::put_uints(std::string_view k, const std::vector<std::uint64_t>& values) {
+  key(k);
+  packer_.pack_array(static_cast<std::uint32_t>(values.size()));
+  for (std::uint64_t v : values) packer_.pack_uint64(v);
+  return *this;
+}
+
 MapWriter& MapWriter::put_binaries(std::string_view k, const std::vector<Bytes>& values) {
   key(k);
   packer_.pack_array(static_cast<std::uint32_t>(values.size()));
@@ -203,6 +210,7 @@ bool convert_array(const msgpack::object& o, std::vector<T>& out) {
 bool convert(const msgpack::object& o, std::vector<std::string>& out) { return convert_array(o, out); }
 bool convert(const msgpack::object& o, std::vector<double>& out) { return convert_array(o, out); }
 bool convert(const msgpack::object& o, std::vector<Bytes>& out) { return convert_array(o, out); }
+bool convert(const msgpack::object& o, std::vector<std::uint64_t>& out) { return convert_array(o, out); }
 
 template <class T>
 constexpr std::string_view type_name() {
@@ -214,6 +222,7 @@ constexpr std::string_view type_name() {
   else if constexpr (std::is_same_v<T, Bytes>) return "binary";
   else if constexpr (std::is_same_v<T, std::vector<std::string>>) return "an array of strings";
   else if constexpr (std::is_same_v<T, std::vector<Bytes>>) return "an array of binaries";
+  else if constexpr (std::is_same_v<T, std::vector<std::uint64_t>>) return "an array of non-negative integers";
   else return "an array of numbers";
 }
 
@@ -238,6 +247,7 @@ template MapReader& MapReader::field(std::string_view, std::string&, bool);
 template MapReader& MapReader::field(std::string_view, Bytes&, bool);
 template MapReader& MapReader::field(std::string_view, std::vector<std::string>&, bool);
 template MapReader& MapReader::field(std::string_view, std::vector<double>&, bool);
+template MapReader& MapReader::field(std::string_view, std::vector<std::uint64_t>&, bool);
 template MapReader& MapReader::field(std::string_view, std::vector<Bytes>&, bool);
 
 Result<MapReader> MapReader::nested(std::string_view key) const {

@@ -34,6 +34,7 @@ class MapWriter {
   MapWriter& put_strings(std::string_view key, const std::vector<std::string>& values);
   MapWriter& put_doubles(std::string_view key, const std::vector<double>& values);
   MapWriter& put_binaries(std::string_view key, const std::vector<Bytes>& values);
+  MapWriter& put_uints(std::string_view key, const std::vector<std::uint64_t>& values);
   MapWriter& put_map(std::string_view key, const MapWriter& nested);
   // A value that is already msgpack-encoded (e.g. a message body map); appended as it is.
   MapWriter& put_encoded(std::string_view key, ByteSpan encoded);
@@ -66,6 +67,7 @@ class MapReader {
   MapReader& get(std::string_view key, std::vector<std::string>& out) { return field(key, out, true); }
   MapReader& get(std::string_view key, std::vector<double>& out) { return field(key, out, true); }
   MapReader& get(std::string_view key, std::vector<Bytes>& out) { return field(key, out, true); }
+  MapReader& get(std::string_view key, std::vector<std::uint64_t>& out) { return field(key, out, true); }
   // Optional fields: a missing key leaves `out` as it is; a present key of the wrong type is an error.
   template <class T>
   MapReader& get_optional(std::string_view key, T& out) { return field(key, out, false); }
