@@ -18,7 +18,8 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr auto kRpcTimeout = 1000ms;
-constexpr auto kRpcTimeoutWithSlack = 1100ms;  // 10% for thread scheduling on a busy machine
+// A quarter for thread scheduling: CI runs this beside other tests on 2 cores, where a wake-up can lag.
+constexpr auto kRpcTimeoutWithSlack = 1250ms;
 
 NodeOptions quiet_options() {
   static Logger quiet(LogLevel::kError);

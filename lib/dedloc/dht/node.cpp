@@ -209,19 +209,30 @@ void Node::note_alive(const Contact& contact) {
 
 void Node::note_dead(const PeerId& id) {
   std::lock_guard lock(mutex_);
-  table_.mark_dead(id);
-  if (failed_.size() >= kMaxFailedRemembered) {
-    auto oldest = std::min_element(failed_.begin(), failed_.end(),
-                                   [](const auto& a, const auto& b) { return a.second < b.second; });
-    failed_.erase(oldest);
+  auto now = std::chrono::steady_clock::now();
+  auto it = failed_.find(id);
+  if (it != failed_.end() && now - it->second.last >= options_.failed_node_memory) it->second.strikes = 0;
+  if (it == failed_.end()) {
+    if (failed_.size() >= kMaxFailedRemembered) {
+      auto oldest = std::min_element(failed_.begin(), failed_.end(),
+                                     [](const auto& a, const auto& b) { return a.second.last < b.second.last; });
+      failed_.erase(oldest);
+    }
+    it = failed_.emplace(id, Failure{}).first;
   }
-  failed_[id] = std::chrono::steady_clock::now();
+  it->second.last = now;
+  // One missed deadline may be a busy machine, not a dead node: only a second strike (with no answer in
+  // between) drops it from the table and from our lookups. A crashed node collects both within a lookup
+  // or two; an overloaded one answers the next time and keeps its place.
+  if (++it->second.strikes >= kStrikesToDrop) table_.mark_dead(id);
 }
 
 bool Node::recently_failed(const PeerId& id) {
   auto it = failed_.find(id);
   if (it == failed_.end()) return false;
-  if (std::chrono::steady_clock::now() - it->second < options_.failed_node_memory) return true;
+  if (std::chrono::steady_clock::now() - it->second.last < options_.failed_node_memory) {
+    return it->second.strikes >= kStrikesToDrop;
+  }
   failed_.erase(it);
   return false;
 }
@@ -377,16 +388,20 @@ Result<StoreResult> Node::store(const std::string& key_name, const std::optional
   PeerId key = key_id(key_name);
   StoreResult result;
   std::optional<Status> first_refusal;
+  std::vector<Contact> refusers;  // nodes that answered no (not the silent ones)
   auto lookup = run_lookup(
       key,
       [&] {
         ++result.attempted;
         return net::Outgoing::of(wire::DhtStore{key_name, entry, sender_endpoint()});
       },
-      [&](const Contact&, const Result<net::Incoming>& reply, Lookup&) -> Result<std::vector<Contact>> {
+      [&](const Contact& from, const Result<net::Incoming>& reply, Lookup&) -> Result<std::vector<Contact>> {
         auto stored = reply ? reply->decode<wire::DhtStored>() : Result<wire::DhtStored>(reply.status());
         if (!stored) {
           if (!first_refusal) first_refusal = stored.status();
+          if (stored.status().code() == Code::kRefused || stored.status().code() == Code::kUnauthorized) {
+            refusers.push_back(from);
+          }
           return stored.status();
         }
         ++result.stored;
@@ -395,6 +410,19 @@ Result<StoreResult> Node::store(const std::string& key_name, const std::optional
       deadline);
   // We keep a copy too when we are among the nearest nodes to the key.
   auto nearest = lookup.nearest_answered(options_.replicas);
+  // If replicas nearest the key refused (they hold a newer value, or the entry is not ours to write), the
+  // store failed, whatever nodes met on the way accepted: those copies are strays a newer value outlives.
+  if (!refusers.empty()) {
+    std::vector<Contact> replicas = nearest;
+    replicas.insert(replicas.end(), refusers.begin(), refusers.end());
+    std::sort(replicas.begin(), replicas.end(), [&](const Contact& a, const Contact& b) { return closer_to(key, a.id, b.id); });
+    if (replicas.size() > options_.replicas) replicas.resize(options_.replicas);
+    for (const auto& r : replicas) {
+      for (const auto& refuser : refusers) {
+        if (r.id == refuser.id) return first_refusal->with_context("the nodes nearest '" + key_name + "' refused it");
+      }
+    }
+  }
   if (server_ && !options_.client_mode &&
       (nearest.size() < options_.replicas || closer_to(key, id(), nearest.back().id))) {
     ++result.attempted;

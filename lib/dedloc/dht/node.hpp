@@ -53,8 +53,9 @@ struct NodeOptions {
   size_t replicas = 5;      // a value is stored on this many nodes nearest to its key
   Duration rpc_timeout = std::chrono::seconds(2);
   double max_clock_skew_seconds = 5;  // bootstrap refuses peers whose clocks differ more (expirations are absolute)
-  // A node that failed to answer is skipped by our lookups for this long (unless it talks to us first), so
-  // contacts that other nodes have not yet noticed are dead cost us one RPC deadline, not one per lookup.
+  // A node that failed to answer twice is skipped by our lookups for this long (unless it talks to us
+  // first), so contacts that other nodes have not yet noticed are dead cost us two RPC deadlines, not one
+  // per lookup.
   Duration failed_node_memory = std::chrono::seconds(60);
 
   // Every interval: purge expired records, re-store held records to their current nearest nodes, and
@@ -190,7 +191,12 @@ class Node {
   RoutingTable table_;
   Storage storage_;
   std::set<PeerId> pinging_;  // oldest contacts being checked because a newcomer wants their bucket slot
-  std::map<PeerId, TimePoint> failed_;  // nodes that stopped answering, and when (bounded)
+  struct Failure {
+    TimePoint last{};
+    int strikes = 0;  // missed deadlines since it last answered
+  };
+  static constexpr int kStrikesToDrop = 2;
+  std::map<PeerId, Failure> failed_;  // nodes that stopped answering, and when (bounded)
 
   std::atomic<std::uint64_t> rpcs_sent_{0};
   std::atomic<std::uint64_t> rpcs_failed_{0};
