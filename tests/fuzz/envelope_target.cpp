@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "dedloc/wire/avg_messages.hpp"
 #include "dedloc/wire/dht_messages.hpp"
 #include "dedloc/wire/envelope.hpp"
 #include "dedloc/wire/messages.hpp"
@@ -48,5 +49,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try_decode<DhtPeerList>(*header);
   try_decode<DhtCheckReachable>(*header);
   try_decode<DhtReachability>(*header);
+  try_decode<AvgJoin>(*header);
+  try_decode<AvgBegin>(*header);
+  try_decode<AvgJoinRefused>(*header);
+  try_decode<AvgPart>(*header);
+  try_decode<AvgPartDelta>(*header);
   return 0;
 }

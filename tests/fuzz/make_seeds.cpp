@@ -5,6 +5,7 @@
 #include <fstream>
 #include <string>
 
+#include "dedloc/wire/avg_messages.hpp"
 #include "dedloc/wire/dht_messages.hpp"
 #include "dedloc/wire/envelope.hpp"
 #include "dedloc/wire/messages.hpp"
@@ -70,6 +71,14 @@ int main(int argc, char** argv) {
   write(dir, "seed-dht-peer-list", header_of(DhtPeerList{ep, table, 12}));
   write(dir, "seed-dht-check-reachable", header_of(DhtCheckReachable{ep}));
   write(dir, "seed-dht-reachability", header_of(DhtReachability{false, "no answer within 2000 ms"}));
+  AvgBegin begin{Bytes(16, 0x77), {id_of(4), id_of(5), id_of(6)}, {ep, "", "tcp://10.0.0.6:7000"},
+                 {AvgRole::kNode, AvgRole::kClient, AvgRole::kAux}, {600, 0, 400}, 1000, 256};
+  write(dir, "seed-avg-join", header_of(AvgJoin{"run1_grad", Bytes(32, 0x33), ep, AvgRole::kNode, 1.25e8, 1.7e9 + 30, 1}));
+  write(dir, "seed-avg-begin", header_of(begin));
+  write(dir, "seed-avg-join-refused",
+        header_of(AvgJoinRefused{JoinRefusal::kNotALeader, "follows another leader", "tcp://10.0.0.9:7000/p/" + std::string(40, 'b')}));
+  write(dir, "seed-avg-part", header_of(AvgPart{Bytes(16, 0x77), 3, 128, 1}, 1));
+  write(dir, "seed-avg-part-delta", header_of(AvgPartDelta{3, 1, 3}, 1));
   write(dir, "seed-rid-max", header_of(Ping{0}, 0, UINT64_MAX));
   write(dir, "seed-empty-map", Bytes{0x80});
   write(dir, "seed-nil", Bytes{0xc0});

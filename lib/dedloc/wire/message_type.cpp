@@ -21,6 +21,11 @@ std::string_view message_type_name(MessageType type) {
     case MessageType::kDhtPeerList: return "DhtPeerList";
     case MessageType::kDhtCheckReachable: return "DhtCheckReachable";
     case MessageType::kDhtReachability: return "DhtReachability";
+    case MessageType::kAvgJoin: return "AvgJoin";
+    case MessageType::kAvgBegin: return "AvgBegin";
+    case MessageType::kAvgJoinRefused: return "AvgJoinRefused";
+    case MessageType::kAvgPart: return "AvgPart";
+    case MessageType::kAvgPartDelta: return "AvgPartDelta";
   }
   return "unknown";
 }

@@ -29,7 +29,13 @@ enum class MessageType : std::uint16_t {
   kDhtPeerList = 107,
   kDhtCheckReachable = 108,  // "can you dial me back?": the bootstrap reachability check
   kDhtReachability = 109,
-  // 200-299: averaging, 300-399: relay, 400-499: training state (reserved)
+  // 200-299: averaging (avg_messages.hpp)
+  kAvgJoin = 200,         // "take me into your group": held by the leader until BEGIN
+  kAvgBegin = 201,        // the assembled group and its shares (the answer to an accepted AvgJoin)
+  kAvgJoinRefused = 202,  // why not, and which leader to try
+  kAvgPart = 203,         // one part of a sender's vector, to its reducer
+  kAvgPartDelta = 204,    // the part's average minus what that sender sent
+  // 300-399: relay, 400-499: training state (reserved)
 };
 
 // "Ping", "StreamPart", ... ; "unknown" for numbers this build does not know.

@@ -1,0 +1,274 @@
+#include "dedloc/avg/all_reduce.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+
+#include "dedloc/avg/reducer.hpp"
+
+namespace dedloc::avg {
+
+namespace {
+
+constexpr size_t kFinishedRoundsRemembered = 64;
+// A part sent before its reducer heard BEGIN is retried this often (within the reducer timeout).
+constexpr Duration kRetryInterval = std::chrono::milliseconds(2);
+// How often the waiting caller checks its reducer's senders for silence.
+constexpr Duration kCheckInterval = std::chrono::milliseconds(20);
+
+ByteSpan bytes_of(const zmq::message_t& message) {
+  return {static_cast<const std::uint8_t*>(message.data()), message.size()};
+}
+
+// The sending half of one round: our parts to every other reducer, `window` at a time, and the deltas
+// they return. Completions run on the client's loop thread; the caller's thread starts sends and retries.
+// Shared with the completions, which may outlive run() (after its deadline): `closed` stops them touching
+// the caller's vector.
+struct Sender : std::enable_shared_from_this<Sender> {
+  struct ToReducer {
+    size_t member = 0;
+    std::span<const Part> parts;
+    size_t next = 0;         // parts[next] is the next to send
+    size_t in_flight = 0;
+    size_t unresolved = 0;   // parts whose outcome (delta or giving up) is still to come
+    bool failed = false;
+  };
+
+  net::Client* client = nullptr;
+  const Group* group = nullptr;
+  std::span<float> vector;
+  double weight = 0;
+  AllReduceOptions options;
+  std::vector<float>* scratch = nullptr;
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool closed = false;
+  std::vector<ToReducer> reducers;
+  std::deque<std::pair<size_t, size_t>> retries;  // (reducer slot, part position) to resend
+  TimePoint retry_at{};
+  std::uint64_t averaged_elements = 0;
+  Logger* log = nullptr;
+
+  bool done_locked() const {
+    return std::all_of(reducers.begin(), reducers.end(), [](const ToReducer& r) { return r.unresolved == 0; });
+  }
+
+  // Sends what the window allows to reducer `slot`. Under `mutex`.
+  void fill_window(size_t slot, Deadline deadline) {
+    ToReducer& r = reducers[slot];
+    while (!r.failed && r.in_flight < options.window && r.next < r.parts.size()) send(slot, r.next++, deadline);
+  }
+
+  void send(size_t slot, size_t position, Deadline deadline) {
+    ToReducer& r = reducers[slot];
+    const Part& part = r.parts[position];
+    std::span<const float> values = vector.subspan(static_cast<size_t>(part.begin), part.size());
+    zmq::message_t frame(encoded_bytes(options.codec, values.size()));
+    encode(options.codec, values, {static_cast<std::uint8_t*>(frame.data()), frame.size()});
+    std::vector<zmq::message_t> frames;
+    frames.push_back(std::move(frame));
+    ++r.in_flight;
+    Deadline part_deadline = Deadline::after(std::min(options.reducer_timeout, deadline.remaining()));
+    client->call(group->member(r.member).endpoint,
+                 net::Outgoing::of(wire::AvgPart{group->id(), part.index, weight,
+                                                 static_cast<std::uint64_t>(options.codec)},
+                                   std::move(frames)),
+                 part_deadline,
+                 [self = shared_from_this(), slot, position, deadline](Result<net::Incoming>&& reply) {
+                   self->on_reply(slot, position, std::move(reply), deadline);
+                 });
+  }
+
+  void on_reply(size_t slot, size_t position, Result<net::Incoming>&& reply, Deadline deadline) {
+    std::lock_guard lock(mutex);
+    if (closed) return;
+    ToReducer& r = reducers[slot];
+    --r.in_flight;
+    const Part& part = r.parts[position];
+    if (!reply && reply.status().code() == Code::kNotFound && !r.failed) {
+      // The reducer has not heard BEGIN yet: try again shortly (the part's own deadline still bounds it).
+      retries.emplace_back(slot, position);
+      ++r.in_flight;  // still ours to resolve; keeps the window accounting honest
+      changed.notify_all();
+      return;
+    }
+    --r.unresolved;
+    Status applied = reply ? apply(part, *reply) : reply.status();
+    if (!applied.is_ok()) {
+      Code code = applied.code();
+      if (code == Code::kTimeout || code == Code::kUnavailable || code == Code::kCancelled ||
+          code == Code::kRefused) {
+        give_up(r, applied);
+      } else {
+        Logger::Line(log, LogLevel::kWarning, "avg") << "part " << part.index << " kept unaveraged: " << applied.to_string();
+      }
+    }
+    fill_window(slot, deadline);
+    changed.notify_all();
+  }
+
+  Status apply(const Part& part, const net::Incoming& reply) {
+    auto delta = reply.decode<wire::AvgPartDelta>();
+    if (!delta) return delta.status();
+    if (delta->part != part.index || delta->codec != static_cast<std::uint64_t>(options.codec) ||
+        reply.frames.size() != 1) {
+      return error(Code::kMalformed, "a reducer answered part " + std::to_string(part.index) + " with another part or codec");
+    }
+    std::span<float> values = std::span<float>(*scratch).first(part.size());
+    DEDLOC_RETURN_IF_ERROR(decode(options.codec, bytes_of(reply.frames[0]), values));
+    std::span<float> target = vector.subspan(static_cast<size_t>(part.begin), part.size());
+    for (size_t i = 0; i < values.size(); ++i) target[i] += values[i];
+    averaged_elements += part.size();
+    return {};
+  }
+
+  // The reducer is gone (or refuses us): keep our own values for everything not yet sent to it.
+  void give_up(ToReducer& r, const Status& why) {
+    if (!r.failed) {
+      Logger::Line(log, LogLevel::kWarning, "avg") << "gave up on reducer " << group->member(r.member).id.short_string()
+                                                   << ": " << why.to_string();
+    }
+    r.failed = true;
+    r.unresolved -= r.parts.size() - r.next;
+    r.next = r.parts.size();
+  }
+};
+
+}  // namespace
+
+AllReduce::AllReduce(net::Server& server, net::Client& client, crypto::PeerId self, Logger* log)
+    : client_(client), self_(self), log_(log) {
+  server.handle<wire::AvgPart>([this](wire::AvgPart&& part, net::Incoming&& request, net::Replier replier) {
+    on_part(std::move(part), std::move(request), std::move(replier));
+  });
+}
+
+AllReduce::~AllReduce() = default;
+
+void AllReduce::on_part(wire::AvgPart&& part, net::Incoming&& request, net::Replier replier) {
+  if (request.frames.size() != 1) return replier.fail(error(Code::kMalformed, "AvgPart carries exactly one frame"));
+  Active active;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = rounds_.find(part.group_id);
+    if (it == rounds_.end()) {
+      bool over = std::find(finished_.begin(), finished_.end(), part.group_id) != finished_.end();
+      return replier.fail(over ? error(Code::kRefused, "that averaging round is over here")
+                               : error(Code::kNotFound, "no such averaging round here (yet)"));
+    }
+    active = it->second;
+  }
+  auto sender = active.group->index_of(request.envelope().sender);
+  if (!sender) return replier.fail(error(Code::kRefused, "not a member of this group"));
+  active.reducer->on_part(*sender, part, std::move(request.frames[0]), std::move(replier), std::chrono::steady_clock::now());
+}
+
+std::span<float> AllReduce::buffer(std::vector<float>& storage, size_t elements) {
+  if (storage.size() < elements) storage.resize(elements);
+  return std::span<float>(storage).first(elements);
+}
+
+Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vector, double weight,
+                                       const AllReduceOptions& options, Deadline deadline) {
+  std::lock_guard one_round_at_a_time(run_mutex_);
+  auto me = group.index_of(self_);
+  if (!me) return error(Code::kInvalidArgument, "this peer is not a member of the group");
+  const Member& self = group.member(*me);
+  if (self.sends()) {
+    if (vector.size() != group.length()) {
+      return error(Code::kInvalidArgument, "the vector has " + std::to_string(vector.size()) + " elements, the group averages " +
+                                               std::to_string(group.length()));
+    }
+    if (!(weight > 0) || !std::isfinite(weight)) return error(Code::kInvalidArgument, "a sender's weight must be > 0");
+  }
+  if (options.window == 0) return error(Code::kInvalidArgument, "window must be at least 1");
+
+  auto sender = std::make_shared<Sender>();
+  sender->client = &client_;
+  sender->group = &group;
+  sender->vector = vector;
+  sender->weight = weight;
+  sender->options = options;
+  sender->log = log_;
+  sender->scratch = &send_scratch_;
+  buffer(send_scratch_, group.largest_part());
+
+  // Our reducer first, so that parts arriving from faster members find it.
+  std::span<const Part> mine = group.parts_of(*me);
+  std::uint64_t my_begin = mine.empty() ? 0 : mine.front().begin;
+  std::uint64_t my_elements = mine.empty() ? 0 : mine.back().end - my_begin;
+  auto group_copy = std::make_shared<const Group>(group);
+  auto reducer = std::make_shared<ReducerRound>(
+      *group_copy, *me, self.sends() ? vector.subspan(static_cast<size_t>(my_begin), static_cast<size_t>(my_elements)) : std::span<float>(),
+      weight, buffer(workspace_, self.sends() ? 0 : static_cast<size_t>(my_elements)),
+      buffer(reduce_scratch_, group.largest_part()), options.sender_timeout, std::chrono::steady_clock::now(),
+      [sender] { sender->changed.notify_all(); });
+  {
+    std::lock_guard lock(mutex_);
+    rounds_[group.id()] = Active{group_copy, reducer};
+  }
+
+  {
+    std::lock_guard lock(sender->mutex);
+    if (self.sends()) {
+      for (size_t m = 0; m < group.size(); ++m) {
+        auto parts = group.parts_of(m);
+        if (m == *me || parts.empty()) continue;
+        sender->reducers.push_back({m, parts, 0, 0, parts.size(), false});
+      }
+    }
+    for (size_t slot = 0; slot < sender->reducers.size(); ++slot) sender->fill_window(slot, deadline);
+  }
+
+  // Wait for both halves, resending early parts, banning silent senders, bounded by the deadline.
+  {
+    std::unique_lock lock(sender->mutex);
+    TimePoint next_check = std::chrono::steady_clock::now() + kCheckInterval;
+    while (!(sender->done_locked() && reducer->done()) && !deadline.passed()) {
+      TimePoint wake = std::min({next_check, deadline.at,
+                                 sender->retries.empty() ? next_check : std::chrono::steady_clock::now() + kRetryInterval});
+      sender->changed.wait_until(lock, wake);
+      while (!sender->retries.empty()) {
+        auto [slot, position] = sender->retries.front();
+        sender->retries.pop_front();
+        --sender->reducers[slot].in_flight;
+        if (sender->reducers[slot].failed) {
+          --sender->reducers[slot].unresolved;
+          continue;
+        }
+        sender->send(slot, position, deadline);
+      }
+      if (std::chrono::steady_clock::now() >= next_check) {
+        lock.unlock();
+        reducer->check_senders(std::chrono::steady_clock::now());
+        lock.lock();
+        next_check = std::chrono::steady_clock::now() + kCheckInterval;
+      }
+    }
+  }
+  // Past the deadline: our reducer averages what it has, so our range holds averages, not partial sums.
+  if (!reducer->done()) reducer->finish_now(std::chrono::steady_clock::now());
+
+  AllReduceResult result;
+  {
+    std::lock_guard lock(sender->mutex);
+    sender->closed = true;  // late completions no longer touch `vector`
+    for (const auto& r : sender->reducers) {
+      if (r.failed || r.unresolved > 0) result.failed_reducers.push_back(group.member(r.member).id);
+    }
+    std::uint64_t averaged = sender->averaged_elements + (self.sends() ? my_elements : 0);
+    result.averaged_fraction = group.length() == 0 || !self.sends() ? 1.0
+                                                                    : static_cast<double>(averaged) / static_cast<double>(group.length());
+  }
+  for (size_t m : reducer->banned()) result.banned_senders.push_back(group.member(m).id);
+  {
+    std::lock_guard lock(mutex_);
+    rounds_.erase(group.id());
+    finished_.push_back(group.id());
+    if (finished_.size() > kFinishedRoundsRemembered) finished_.erase(finished_.begin());
+  }
+  return result;
+}
+
+}  // namespace dedloc::avg

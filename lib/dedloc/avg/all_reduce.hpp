@@ -1,0 +1,82 @@
+// The butterfly all-reduce (DESIGN §6): every member averages the parts of the vector its plan share
+// assigned to it (ReducerRound), while it streams its own parts to the other reducers and adds back the
+// deltas they return. Senders keep `window` parts in flight per reducer, so sending, reducing and
+// returning overlap.
+//
+// Faults never make a member wait longer than its timeouts: a reducer bans senders silent past
+// `sender_timeout` (their missing parts are averaged without them); a sender gives up on a reducer that
+// does not answer a part within `reducer_timeout` (it keeps its own values for that reducer's remaining
+// parts and reports the fraction it got averaged). `reducer_timeout` should exceed `sender_timeout`: a
+// reducer legitimately holds a part's answer while it waits for a slow sender.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "dedloc/avg/codec.hpp"
+#include "dedloc/avg/group.hpp"
+#include "dedloc/core/log.hpp"
+#include "dedloc/net/client.hpp"
+#include "dedloc/net/server.hpp"
+
+namespace dedloc::avg {
+
+struct AllReduceOptions {
+  Codec codec = Codec::kNone;                        // of the parts we send (deltas come back in it too)
+  size_t window = 8;                                 // parts in flight to each reducer
+  Duration sender_timeout = std::chrono::seconds(15);
+  Duration reducer_timeout = std::chrono::seconds(30);
+};
+
+struct AllReduceResult {
+  double averaged_fraction = 0;                  // of our vector's elements that came back averaged
+  std::vector<crypto::PeerId> banned_senders;    // members our reducer stopped waiting for
+  std::vector<crypto::PeerId> failed_reducers;   // reducers we gave up on (we kept our values there)
+};
+
+class ReducerRound;
+
+// One peer's averaging endpoint: answers other members' parts for the round in progress, and runs rounds.
+// Buffers are kept between rounds (touching fresh memory costs more than the network here: DESIGN §6).
+class AllReduce {
+ public:
+  // Registers the part handler on `server` (before server.start()); `client` sends our parts.
+  AllReduce(net::Server& server, net::Client& client, crypto::PeerId self, Logger* log = &Logger::global());
+  ~AllReduce();
+  AllReduce(const AllReduce&) = delete;
+  AllReduce& operator=(const AllReduce&) = delete;
+
+  // Averages `vector` (length group.length(); empty for an aux member) with the group, weighted by
+  // `weight` (> 0 for members that send). Returns when our parts came back and our reducer's parts are
+  // done, or at `deadline` (then with what was averaged by then). Errors: we are not in the group, the
+  // vector's length is wrong.
+  Result<AllReduceResult> run(const Group& group, std::span<float> vector, double weight,
+                              const AllReduceOptions& options, Deadline deadline);
+
+ private:
+  struct Active {
+    std::shared_ptr<const Group> group;  // what the handler checks senders against
+    std::shared_ptr<ReducerRound> reducer;
+  };
+  void on_part(wire::AvgPart&& part, net::Incoming&& request, net::Replier replier);
+  std::span<float> buffer(std::vector<float>& storage, size_t elements);
+
+  net::Client& client_;
+  crypto::PeerId self_;
+  Logger* log_;
+
+  std::mutex mutex_;  // guards rounds_ and finished_
+  std::map<Bytes, Active> rounds_;
+  std::vector<Bytes> finished_;  // recent rounds: a late part is told the round is over (bounded)
+
+  // Reused between rounds; only one round runs at a time.
+  std::mutex run_mutex_;
+  std::vector<float> workspace_;       // an aux member's accumulators
+  std::vector<float> reduce_scratch_;  // the reducer's decoded parts
+  std::vector<float> send_scratch_;    // decoded deltas (on the client's loop thread)
+};
+
+}  // namespace dedloc::avg

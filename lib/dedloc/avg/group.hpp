@@ -1,0 +1,72 @@
+// An averaging group as its leader announced it (AvgBegin), and the part grid every member derives from it.
+//
+// The vector (all tensors flattened in a fixed order) is split into consecutive ranges, one per member, of
+// the sizes the leader's plan gave (0 for clients); each range is cut into parts of `part_elements`, the last
+// one shorter. Parts are numbered across the whole grid, member by member, so a part index names the same
+// elements on every peer. Nothing here depends on local state: members never disagree on boundaries.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dedloc/core/status.hpp"
+#include "dedloc/crypto/peer_id.hpp"
+#include "dedloc/wire/avg_messages.hpp"
+
+namespace dedloc::avg {
+
+using wire::AvgRole;
+
+// A hostile BEGIN must not make us allocate bookkeeping for billions of parts.
+inline constexpr std::uint64_t kMaxParts = std::uint64_t{1} << 20;
+
+struct Member {
+  crypto::PeerId id;
+  std::string endpoint;  // where its reducer listens; empty for a client
+  AvgRole role = AvgRole::kNode;
+
+  bool sends() const { return role != AvgRole::kAux; }
+  bool reduces() const { return role != AvgRole::kClient; }
+};
+
+struct Part {
+  size_t index = 0;     // in the grid
+  size_t reducer = 0;   // member index
+  std::uint64_t begin = 0, end = 0;  // elements [begin, end) of the vector
+  size_t size() const { return static_cast<size_t>(end - begin); }
+};
+
+class Group {
+ public:
+  // Checks what a leader sent: roles agree with counts (clients reduce nothing, aux members have a range or
+  // nothing), reducers have endpoints, the grid is not absurdly fine.
+  static Result<Group> from_begin(wire::AvgBegin begin);
+  const wire::AvgBegin& begin() const { return begin_; }
+
+  const Bytes& id() const { return begin_.group_id; }
+  size_t size() const { return members_.size(); }
+  const Member& member(size_t i) const { return members_.at(i); }
+  const std::vector<Member>& members() const { return members_; }
+  std::optional<size_t> index_of(const crypto::PeerId& id) const;
+
+  std::uint64_t length() const { return begin_.length; }
+  const std::vector<Part>& parts() const { return parts_; }
+  // The parts member `reducer` averages (consecutive in the grid).
+  std::span<const Part> parts_of(size_t reducer) const;
+  size_t largest_part() const { return largest_part_; }
+  // Indices of the members that send (nodes and clients).
+  const std::vector<size_t>& senders() const { return senders_; }
+
+ private:
+  wire::AvgBegin begin_;
+  std::vector<Member> members_;
+  std::vector<Part> parts_;
+  std::vector<size_t> first_part_;  // per member, plus one past the end
+  std::vector<size_t> senders_;
+  size_t largest_part_ = 0;
+};
+
+}  // namespace dedloc::avg

@@ -1,0 +1,92 @@
+// One member's reducer side of one all-reduce round (DESIGN §6): it averages the parts of the vector the
+// plan assigned to it, as the senders' parts arrive, and answers each sender with its delta as soon as a
+// part is complete, so senders stream new parts while earlier ones come back (pipelined).
+//
+// A part is complete when every sender has delivered it or is banned. A sender is banned when it owes us
+// parts, has none waiting here (then it would be waiting on us, not silent), and we have neither heard from
+// it nor answered it for `sender_timeout`: its parts delivered before that still count; parts it never sent
+// are averaged without it. The average
+// is weighted by each sender's weight (its samples): sum(w_i x_i) / sum(w_i) over the contributions
+// delivered. A contribution with NaN or Inf values is refused (that sender keeps its own values there).
+//
+// Threads: parts arrive on the server's loop thread (on_part); the round's owner calls check_senders()
+// periodically from its own thread. Both take the round's mutex; replies go out through thread-safe
+// Repliers.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "dedloc/avg/codec.hpp"
+#include "dedloc/avg/group.hpp"
+#include "dedloc/core/clock.hpp"
+#include "dedloc/net/server.hpp"
+
+namespace dedloc::avg {
+
+class ReducerRound {
+ public:
+  // `mine`: our own values for our range when we send too (averaged in place: the average lands there);
+  // empty for an aux member, which accumulates in `workspace` (at least our range's size).
+  // `scratch`: at least the group's largest part. Both buffers outlive the round; the owner reuses them.
+  // `on_done` runs (under the round's lock: keep it to a notify) when the last part completes.
+  ReducerRound(const Group& group, size_t me, std::span<float> mine, double my_weight, std::span<float> workspace,
+               std::span<float> scratch, Duration sender_timeout, TimePoint now, std::function<void()> on_done);
+
+  // A part from member `sender`. Answers through `replier` now (a refusal) or when the part completes.
+  void on_part(size_t sender, const wire::AvgPart& part, zmq::message_t payload, net::Replier replier, TimePoint now);
+  // Bans senders silent past the timeout, and completes the parts that no longer wait for anyone.
+  void check_senders(TimePoint now);
+  // Gives up on every sender still owing parts (the round's deadline passed): completes every part with
+  // what was delivered, so our values hold averages, never partial sums.
+  void finish_now(TimePoint now);
+
+  bool done() const;
+  std::vector<size_t> banned() const;
+  // Each completed part's count of contributions averaged (ours included), by part index within our range.
+  std::vector<size_t> contributors() const;
+
+ private:
+  struct Pending {
+    size_t sender;
+    Codec codec;
+    zmq::message_t payload;  // kept to compute this sender's delta when the part completes
+    net::Replier replier;
+  };
+  struct PartState {
+    std::vector<std::uint8_t> delivered;  // per sender slot: 0 not yet, 1 delivered (or refused)
+    size_t waiting_for = 0;               // senders not delivered and not banned
+    double weight = 0;
+    size_t contributions = 0;
+    bool complete = false;
+    std::vector<Pending> pending;
+  };
+
+  std::span<float> accumulator(const Part& part);
+  void complete(PartState& state, size_t local, TimePoint now);
+  void ban(size_t slot, TimePoint now);
+
+  mutable std::mutex mutex_;
+  const Group& group_;
+  size_t me_;
+  std::span<const Part> parts_;
+  bool own_values_;  // we send too: our contribution is already in the accumulator, in place in `mine`
+  std::span<float> mine_;
+  std::span<float> workspace_;
+  std::span<float> scratch_;
+  Duration sender_timeout_;
+  std::vector<size_t> slot_of_member_;  // member index -> sender slot (SIZE_MAX: not a sender)
+  std::vector<TimePoint> last_heard_;    // per sender slot
+  std::vector<bool> banned_;             // per sender slot
+  std::vector<size_t> owed_;             // per sender slot: our parts it has not delivered
+  std::vector<size_t> unanswered_;       // per sender slot: parts it delivered that still wait for others
+  std::vector<PartState> states_;        // per part of ours
+  size_t incomplete_ = 0;
+  std::function<void()> on_done_;
+};
+
+}  // namespace dedloc::avg

@@ -1,0 +1,239 @@
+// The butterfly all-reduce between in-process peers on real loopback sockets (DESIGN §6, issue 9's "must
+// show"): exact weighted means, every role, odd sizes, codecs, and members that never show up.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <future>
+#include <random>
+#include <thread>
+
+#include "dedloc/avg/all_reduce.hpp"
+#include "dedloc/crypto/identity.hpp"
+
+using namespace dedloc;
+using namespace dedloc::avg;
+using namespace std::chrono_literals;
+
+namespace {
+
+// One member: a server (its reducer), a client (its sends) and the all-reduce on them.
+struct Peer {
+  crypto::Identity identity = crypto::Identity::generate();
+  std::unique_ptr<net::Server> server;
+  std::unique_ptr<net::Client> client;
+  std::unique_ptr<AllReduce> all_reduce;
+
+  Peer(zmq::context_t& context, Logger* log) {
+    server = std::make_unique<net::Server>(context, net::ServerOptions{"tcp://127.0.0.1:0", identity.peer_id(), {}, log});
+    client = std::make_unique<net::Client>(context, net::ClientOptions{identity.peer_id(), {}, 60s, log});
+    all_reduce = std::make_unique<AllReduce>(*server, *client, identity.peer_id(), log);
+    REQUIRE(server->start().is_ok());
+  }
+};
+
+struct Setup {
+  std::vector<AvgRole> roles;
+  std::vector<double> weights;  // 0 for aux
+  std::vector<std::uint64_t> counts;
+  std::uint64_t part_elements = 1000;
+};
+
+Group make_group(const std::vector<std::unique_ptr<Peer>>& peers, const Setup& setup) {
+  static std::uint8_t rounds = 0;
+  wire::AvgBegin begin;
+  begin.group_id = Bytes(wire::kGroupIdBytes, ++rounds);  // every round its own id, as leaders draw them
+  begin.part_elements = setup.part_elements;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    begin.ids.push_back(peers[i]->identity.peer_id());
+    begin.endpoints.push_back(setup.roles[i] == AvgRole::kClient ? "" : peers[i]->server->endpoint());
+    begin.roles.push_back(setup.roles[i]);
+    begin.counts.push_back(setup.counts[i]);
+    begin.length += setup.counts[i];
+  }
+  auto group = Group::from_begin(begin);
+  REQUIRE(group.is_ok());
+  return std::move(group.value());
+}
+
+std::vector<std::vector<float>> random_vectors(size_t n, size_t length, std::uint64_t seed) {
+  std::mt19937 rng(static_cast<std::uint32_t>(seed));
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<std::vector<float>> out(n, std::vector<float>(length));
+  for (auto& v : out) {
+    for (auto& x : v) x = normal(rng);
+  }
+  return out;
+}
+
+// The weighted mean of `vectors` over the members in `included`.
+std::vector<double> weighted_mean(const std::vector<std::vector<float>>& vectors, const std::vector<double>& weights,
+                                  const std::vector<size_t>& included) {
+  std::vector<double> mean(vectors[included.front()].size(), 0.0);
+  double total = 0;
+  for (size_t i : included) {
+    for (size_t k = 0; k < mean.size(); ++k) mean[k] += weights[i] * vectors[i][k];
+    total += weights[i];
+  }
+  for (auto& m : mean) m /= total;
+  return mean;
+}
+
+// Largest |a - b| relative to the largest |b| (the scale of the values), over [begin, end).
+double relative_error(const std::vector<float>& a, const std::vector<double>& b, size_t begin = 0, size_t end = SIZE_MAX) {
+  end = std::min(end, a.size());
+  double worst = 0, scale = 1e-30;
+  for (size_t k = begin; k < end; ++k) {
+    worst = std::max(worst, std::abs(a[k] - b[k]));
+    scale = std::max(scale, std::abs(b[k]));
+  }
+  return worst / scale;
+}
+
+// Runs every peer's round on its own thread; returns their results.
+std::vector<Result<AllReduceResult>> run_all(std::vector<std::unique_ptr<Peer>>& peers, const Group& group,
+                                             std::vector<std::vector<float>>& vectors, const Setup& setup,
+                                             const AllReduceOptions& options, std::vector<bool> present = {}) {
+  if (present.empty()) present.assign(peers.size(), true);
+  std::vector<std::future<Result<AllReduceResult>>> futures;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (!present[i]) continue;
+    futures.push_back(std::async(std::launch::async, [&, i] {
+      std::span<float> vector = setup.roles[i] == AvgRole::kAux ? std::span<float>() : std::span<float>(vectors[i]);
+      return peers[i]->all_reduce->run(group, vector, setup.weights[i], options, Deadline::after(60s));
+    }));
+  }
+  std::vector<Result<AllReduceResult>> results;
+  for (auto& f : futures) results.push_back(f.get());
+  return results;
+}
+
+Logger& quiet() {
+  static Logger log(LogLevel::kError);
+  return log;
+}
+
+}  // namespace
+
+TEST_CASE("All-reduce: exact weighted means for 2 to 8 nodes, odd sizes, uneven shares and weights", "[net][avg]") {
+  zmq::context_t context;
+  for (size_t n : {2, 3, 5, 8}) {
+    std::vector<std::unique_ptr<Peer>> peers;
+    for (size_t i = 0; i < n; ++i) peers.push_back(std::make_unique<Peer>(context, &quiet()));
+    Setup setup;
+    setup.part_elements = 977;  // parts of odd size, not dividing any range
+    for (size_t i = 0; i < n; ++i) {
+      setup.roles.push_back(AvgRole::kNode);
+      setup.weights.push_back(1.0 + 3.0 * static_cast<double>(i));  // samples: 1, 4, 7, ...
+      setup.counts.push_back(10007 + 1013 * i);                        // uneven shares
+    }
+    Group group = make_group(peers, setup);
+    auto vectors = random_vectors(n, group.length(), n);
+    const auto original = vectors;
+    std::vector<size_t> everyone(n);
+    for (size_t i = 0; i < n; ++i) everyone[i] = i;
+    auto expected = weighted_mean(original, setup.weights, everyone);
+
+    auto results = run_all(peers, group, vectors, setup, AllReduceOptions{});
+    for (size_t i = 0; i < n; ++i) {
+      INFO("n = " << n << ", member " << i);
+      REQUIRE(results[i].is_ok());
+      CHECK(results[i]->averaged_fraction == 1.0);
+      CHECK(results[i]->banned_senders.empty());
+      CHECK(results[i]->failed_reducers.empty());
+      CHECK(relative_error(vectors[i], expected) <= 1e-6);
+    }
+  }
+}
+
+TEST_CASE("All-reduce with client-mode and aux members: clients send only, aux members reduce only", "[net][avg]") {
+  zmq::context_t context;
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (size_t i = 0; i < 5; ++i) peers.push_back(std::make_unique<Peer>(context, &quiet()));
+  Setup setup;
+  setup.roles = {AvgRole::kNode, AvgRole::kClient, AvgRole::kAux, AvgRole::kNode, AvgRole::kClient};
+  setup.weights = {32, 8, 0, 64, 16};
+  setup.counts = {40000, 0, 50001, 30000, 0};  // the aux member reduces the biggest share
+  Group group = make_group(peers, setup);
+  auto vectors = random_vectors(5, group.length(), 11);
+  vectors[2].clear();  // an aux member has no vector of its own
+  const auto original = vectors;
+  auto expected = weighted_mean(original, setup.weights, {0, 1, 3, 4});
+
+  auto results = run_all(peers, group, vectors, setup, AllReduceOptions{});
+  for (size_t i : {0, 1, 3, 4}) {
+    INFO("member " << i);
+    REQUIRE(results[i].is_ok());
+    CHECK(results[i]->averaged_fraction == 1.0);
+    CHECK(relative_error(vectors[i], expected) <= 1e-6);
+  }
+  REQUIRE(results[2].is_ok());
+}
+
+TEST_CASE("All-reduce with many small tensors' worth of tiny parts", "[net][avg]") {
+  zmq::context_t context;
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (size_t i = 0; i < 3; ++i) peers.push_back(std::make_unique<Peer>(context, &quiet()));
+  Setup setup{{AvgRole::kNode, AvgRole::kNode, AvgRole::kNode}, {1, 2, 3}, {1001, 1, 998}, 7};
+  Group group = make_group(peers, setup);
+  auto vectors = random_vectors(3, group.length(), 3);
+  auto expected = weighted_mean(vectors, setup.weights, {0, 1, 2});
+  auto results = run_all(peers, group, vectors, setup, AllReduceOptions{.window = 3});
+  for (size_t i = 0; i < 3; ++i) {
+    REQUIRE(results[i].is_ok());
+    CHECK(relative_error(vectors[i], expected) <= 1e-6);
+  }
+}
+
+TEST_CASE("All-reduce with codecs stays within each codec's bound", "[net][avg]") {
+  zmq::context_t context;
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (size_t i = 0; i < 4; ++i) peers.push_back(std::make_unique<Peer>(context, &quiet()));
+  Setup setup{{AvgRole::kNode, AvgRole::kNode, AvgRole::kNode, AvgRole::kNode}, {1, 1, 2, 4}, {5000, 7000, 3001, 9000}, 2048};
+  for (Codec codec : {Codec::kFloat16, Codec::kScaledFloat16, Codec::kUniform8Bit, Codec::kBlockwise8Bit}) {
+    Group group = make_group(peers, setup);
+    auto vectors = random_vectors(4, group.length(), 5);
+    auto expected = weighted_mean(vectors, setup.weights, {0, 1, 2, 3});
+    // A part's error: each sender's contribution is rounded once on the way in and the delta once on the
+    // way back, so the result is within the bound of the values plus the bound of the deltas.
+    double bound = 0;
+    for (const auto& v : vectors) bound = std::max(bound, error_bound(codec, v));
+    auto results = run_all(peers, group, vectors, setup, AllReduceOptions{.codec = codec});
+    for (size_t i = 0; i < 4; ++i) {
+      INFO("codec " << codec_name(codec) << ", member " << i);
+      REQUIRE(results[i].is_ok());
+      double worst = 0;
+      for (size_t k = 0; k < expected.size(); ++k) worst = std::max(worst, std::abs(vectors[i][k] - expected[k]));
+      CHECK(worst <= 3 * bound);
+      CHECK(worst > 0);  // the codec really was used
+    }
+  }
+}
+
+TEST_CASE("All-reduce: a member that never shows up is banned as a sender and given up as a reducer", "[net][avg]") {
+  zmq::context_t context;
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (size_t i = 0; i < 4; ++i) peers.push_back(std::make_unique<Peer>(context, &quiet()));
+  Setup setup{{AvgRole::kNode, AvgRole::kNode, AvgRole::kNode, AvgRole::kNode}, {1, 2, 3, 4}, {3000, 3000, 3000, 3000}, 500};
+  Group group = make_group(peers, setup);
+  auto vectors = random_vectors(4, group.length(), 9);
+  const auto original = vectors;
+  peers[3]->server->stop();  // it crashed before the round: its reducer is silent too
+  AllReduceOptions options{.sender_timeout = 500ms, .reducer_timeout = 1000ms};
+  auto started = std::chrono::steady_clock::now();
+  auto results = run_all(peers, group, vectors, setup, options, {true, true, true, false});
+  auto took = std::chrono::steady_clock::now() - started;
+  CHECK(took < options.reducer_timeout + 1500ms);
+
+  auto without = weighted_mean(original, setup.weights, {0, 1, 2});
+  const size_t dead_begin = 9000;  // member 3's range: [9000, 12000)
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("member " << i);
+    REQUIRE(results[i].is_ok());
+    CHECK(results[i]->banned_senders == std::vector<crypto::PeerId>{peers[3]->identity.peer_id()});
+    CHECK(results[i]->failed_reducers == std::vector<crypto::PeerId>{peers[3]->identity.peer_id()});
+    CHECK(results[i]->averaged_fraction == Approx(0.75));
+    // The survivors' ranges: the mean of the three that sent. The dead reducer's range: untouched.
+    CHECK(relative_error(vectors[i], without, 0, dead_begin) <= 1e-6);
+    for (size_t k = dead_begin; k < group.length(); ++k) REQUIRE(vectors[i][k] == original[i][k]);
+  }
+}
