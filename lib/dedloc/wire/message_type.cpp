@@ -26,6 +26,8 @@ std::string_view message_type_name(MessageType type) {
     case MessageType::kAvgJoinRefused: return "AvgJoinRefused";
     case MessageType::kAvgPart: return "AvgPart";
     case MessageType::kAvgPartDelta: return "AvgPartDelta";
+    case MessageType::kAvgStateRequest: return "AvgStateRequest";
+    case MessageType::kAvgStateReply: return "AvgStateReply";
   }
   return "unknown";
 }

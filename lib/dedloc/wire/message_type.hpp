@@ -35,6 +35,8 @@ enum class MessageType : std::uint16_t {
   kAvgJoinRefused = 202,  // why not, and which leader to try
   kAvgPart = 203,         // one part of a sender's vector, to its reducer
   kAvgPartDelta = 204,    // the part's average minus what that sender sent
+  kAvgStateRequest = 205, // a joiner asks a donor for (a stripe of) its training state
+  kAvgStateReply = 206,   // the state's metadata and one part of its tensors
   // 300-399: relay, 400-499: training state (reserved)
 };
 

@@ -1,0 +1,283 @@
+#include "dedloc/avg/matchmaking.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <random>
+#include <set>
+
+#include "dedloc/plan/group_shares.hpp"
+
+namespace dedloc::avg {
+
+namespace {
+
+constexpr std::string_view kLog = "matchmaking";
+// How often a peer without followers looks again for earlier peers to join.
+constexpr Duration kPollInterval = std::chrono::milliseconds(200);
+// A follower waits this much past its leader's deadline for BEGIN (the leader assembles at its deadline).
+constexpr Duration kBeginGrace = std::chrono::seconds(2);
+
+std::string hex_prefix(const Bytes& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < std::min<size_t>(bytes.size(), 4); ++i) {
+    out += digits[bytes[i] >> 4];
+    out += digits[bytes[i] & 15];
+  }
+  return out;
+}
+
+plan::MemberRole plan_role(AvgRole role) {
+  switch (role) {
+    case AvgRole::kNode: return plan::MemberRole::kNode;
+    case AvgRole::kClient: return plan::MemberRole::kClient;
+    case AvgRole::kAux: return plan::MemberRole::kAux;
+  }
+  return plan::MemberRole::kNode;
+}
+
+}  // namespace
+
+std::string matchmaking_key(const std::string& group_key) { return group_key + "_matchmaking"; }
+
+Matchmaker::Matchmaker(dht::Node& dht, net::Server& server, net::Client& client, crypto::PeerId self,
+                       MatchmakingOptions options, Logger* log)
+    : dht_(dht), server_(server), client_(client), self_(self), options_(std::move(options)), log_(log) {
+  server.handle<wire::AvgJoin>([this](wire::AvgJoin&& join, net::Incoming&& request, net::Replier replier) {
+    on_join(std::move(join), std::move(request), std::move(replier));
+  });
+}
+
+Matchmaker::~Matchmaker() {
+  std::lock_guard lock(mutex_);
+  refuse_followers_locked(wire::JoinRefusal::kNotLooking, "the leader is shutting down");
+}
+
+std::string Matchmaker::address() const { return net::PeerAddress{endpoint_, self_}.to_string(); }
+
+void Matchmaker::on_join(wire::AvgJoin&& join, net::Incoming&& request, net::Replier replier) {
+  auto refuse = [&](wire::JoinRefusal reason, std::string detail, std::string leader = "") {
+    replier.reply(wire::AvgJoinRefused{reason, std::move(detail), std::move(leader)});
+  };
+  std::lock_guard lock(mutex_);
+  if (join.group_key != options_.group_key || state_ == State::kIdle || state_ == State::kDone) {
+    return refuse(wire::JoinRefusal::kNotLooking, "not looking for a group under '" + join.group_key + "' now");
+  }
+  if (join.schema_hash != options_.schema_hash) {
+    return refuse(wire::JoinRefusal::kWrongSchema, "tensor schema differs: " + hex_prefix(options_.schema_hash) +
+                                                       "… here, " + hex_prefix(join.schema_hash) +
+                                                       "… from you (other tensors, shapes or order)");
+  }
+  if (state_ == State::kJoining) {
+    return refuse(wire::JoinRefusal::kNotALeader, "following another leader", following_);
+  }
+  const crypto::PeerId& who = request.envelope().sender;
+  if (who == self_) return refuse(wire::JoinRefusal::kBadRequest, "that is us");
+  if (join.role != AvgRole::kClient && join.endpoint.empty()) {
+    return refuse(wire::JoinRefusal::kBadRequest, "a member that reduces needs an endpoint");
+  }
+  std::erase_if(followers_, [&](const Follower& f) { return f.member.id == who; });  // a retry replaces
+  if (followers_.size() + 1 + join.members > options_.target_group_size) {
+    return refuse(wire::JoinRefusal::kGroupFull, "group full (" + std::to_string(options_.target_group_size) + ")");
+  }
+  followers_.push_back(Follower{Member{who, join.endpoint, join.role}, join.bandwidth, std::move(replier)});
+  changed_.notify_all();
+}
+
+std::vector<net::PeerAddress> Matchmaker::earlier_peers(double my_expiration, std::string& seen) {
+  std::vector<net::PeerAddress> out;
+  auto record = dht_.get(matchmaking_key(options_.group_key), dht::GetMode::kLatest,
+                         Deadline::after(std::min<Duration>(std::chrono::seconds(2), options_.matchmaking_time)));
+  if (!record) {
+    seen = "the DHT lookup failed: " + record.status().to_string();
+    return out;
+  }
+  if (!record->has_value()) {
+    seen = "nobody else is looking";
+    return out;
+  }
+  struct Candidate {
+    double expiration;
+    net::PeerAddress address;
+  };
+  std::vector<Candidate> earlier;
+  size_t looking = 0, other_schema = 0;
+  for (const auto& entry : (*record)->entries) {
+    if (!entry.subkey) continue;
+    auto address = net::PeerAddress::parse(std::string(entry.subkey->begin(), entry.subkey->end()));
+    if (!address || !address->peer_id || *address->peer_id == self_) continue;
+    ++looking;
+    if (entry.value != options_.schema_hash) {
+      ++other_schema;
+      continue;
+    }
+    // Leader order: earlier expiration first, ties to the smaller id.
+    if (entry.expiration < my_expiration || (entry.expiration == my_expiration && *address->peer_id < self_)) {
+      earlier.push_back({entry.expiration, *address});
+    }
+  }
+  std::sort(earlier.begin(), earlier.end(), [](const Candidate& a, const Candidate& b) {
+    return a.expiration != b.expiration ? a.expiration < b.expiration : *a.address.peer_id < *b.address.peer_id;
+  });
+  for (auto& c : earlier) out.push_back(std::move(c.address));
+  seen = std::to_string(looking) + " other peer(s) looking, " + std::to_string(other_schema) +
+         " of them with another tensor schema";
+  return out;
+}
+
+Matchmaker::JoinOutcome Matchmaker::try_join(const net::PeerAddress& leader, double my_expiration, Deadline deadline) {
+  wire::AvgJoin join{options_.group_key, options_.schema_hash, endpoint_, options_.role, options_.bandwidth,
+                     my_expiration, 1};
+  auto reply = client_.call(leader.endpoint, net::Outgoing::of(join), Deadline{deadline.at + kBeginGrace}).wait();
+  if (!reply) return {std::nullopt, reply.status().to_string(), std::nullopt};
+  if (leader.peer_id && reply->envelope().sender != *leader.peer_id) return {std::nullopt, "answered as another peer", std::nullopt};
+  if (reply->type() == wire::MessageType::kAvgJoinRefused) {
+    auto refused = reply->decode<wire::AvgJoinRefused>();
+    if (!refused) return {std::nullopt, refused.status().to_string(), std::nullopt};
+    std::optional<net::PeerAddress> other;
+    if (!refused->leader.empty()) {
+      if (auto parsed = net::PeerAddress::parse(refused->leader)) other = *parsed;
+    }
+    return {std::nullopt, refused->detail, other};
+  }
+  auto begin = reply->decode<wire::AvgBegin>();
+  if (!begin) return {std::nullopt, "a bad BEGIN: " + begin.status().to_string(), std::nullopt};
+  auto group = Group::from_begin(std::move(*begin));
+  if (!group) return {std::nullopt, "a bad BEGIN: " + group.status().to_string(), std::nullopt};
+  if (!group->index_of(self_) || group->length() != options_.vector_length) {
+    return {std::nullopt, "a BEGIN without us, or for a vector of another length", std::nullopt};
+  }
+  return {std::move(group.value()), "", std::nullopt};
+}
+
+Result<Group> Matchmaker::find_group() {
+  if (options_.schema_hash.size() != wire::kSchemaHashBytes) {
+    return error(Code::kInvalidArgument, "the schema hash must have 32 bytes");
+  }
+  if (options_.target_group_size < 2 || options_.min_group_size < 1 || options_.min_group_size > options_.target_group_size) {
+    return error(Code::kInvalidArgument, "need 1 <= min_group_size <= target_group_size, target >= 2");
+  }
+  if (options_.role == AvgRole::kClient) {
+    endpoint_.clear();
+  } else if (!options_.announce.empty()) {
+    endpoint_ = options_.announce;
+  } else {
+    auto dht_host = net::parse_tcp_endpoint(dht_.endpoint());
+    endpoint_ = net::dialable_endpoint(server_.endpoint(), dht_host ? dht_host->host : "127.0.0.1");
+  }
+  if (endpoint_.empty() && options_.role != AvgRole::kClient) {
+    return error(Code::kInvalidArgument, "the averaging server is not started (no endpoint to announce)");
+  }
+  const bool can_lead = !endpoint_.empty();
+  const double my_expiration = SystemClock::instance().unix_seconds() +
+                               std::chrono::duration<double>(options_.matchmaking_time).count();
+  const Deadline deadline = Deadline::after(options_.matchmaking_time);
+  {
+    std::lock_guard lock(mutex_);
+    followers_.clear();
+    state_ = can_lead ? State::kLeading : State::kJoining;
+  }
+  if (can_lead) {
+    const std::string me = address();
+    auto declared = dht_.store(matchmaking_key(options_.group_key), Bytes(me.begin(), me.end()),
+                               options_.schema_hash, my_expiration, deadline);
+    if (!declared) Logger::Line(log_, LogLevel::kWarning, kLog) << "could not declare ourselves: " << declared.status().to_string();
+  }
+
+  std::string seen = "nobody else is looking";
+  std::string last_refusal;
+  while (!deadline.passed()) {
+    bool alone;
+    {
+      std::lock_guard lock(mutex_);
+      if (state_ == State::kLeading && followers_.size() + 1 >= options_.target_group_size) return assemble_locked();
+      alone = followers_.empty();
+    }
+    if (alone) {
+      // Try the earlier peers in leader order, and any leader a refusal names.
+      std::deque<net::PeerAddress> queue;
+      for (auto& p : earlier_peers(my_expiration, seen)) queue.push_back(std::move(p));
+      std::set<std::string> tried;
+      while (!queue.empty() && !deadline.passed()) {
+        net::PeerAddress leader = std::move(queue.front());
+        queue.pop_front();
+        if (!tried.insert(leader.to_string()).second) continue;
+        {
+          std::lock_guard lock(mutex_);
+          if (!followers_.empty()) break;  // someone joined us meanwhile: we lead
+          state_ = State::kJoining;
+          following_ = leader.to_string();
+        }
+        auto outcome = try_join(leader, my_expiration, deadline);
+        std::lock_guard lock(mutex_);
+        if (outcome.group) {
+          state_ = State::kDone;
+          return std::move(*outcome.group);
+        }
+        state_ = can_lead ? State::kLeading : State::kJoining;
+        following_.clear();
+        if (outcome.other_leader) queue.push_front(*outcome.other_leader);
+        last_refusal = leader.to_string() + ": " + outcome.why;
+      }
+    }
+    std::unique_lock lock(mutex_);
+    changed_.wait_until(lock, std::min(deadline.at, std::chrono::steady_clock::now() + kPollInterval),
+                        [&] { return followers_.size() + 1 >= options_.target_group_size; });
+  }
+
+  std::lock_guard lock(mutex_);
+  if (state_ == State::kLeading && followers_.size() + 1 >= options_.min_group_size && !followers_.empty()) {
+    return assemble_locked();
+  }
+  refuse_followers_locked(wire::JoinRefusal::kTooLate, "too few peers joined before the deadline");
+  state_ = State::kIdle;
+  return error(Code::kTimeout, "no group of at least " + std::to_string(std::max<size_t>(2, options_.min_group_size)) +
+                                   " formed under '" + options_.group_key + "' within " +
+                                   std::to_string(std::chrono::duration<double>(options_.matchmaking_time).count()) +
+                                   " s: " + seen + (last_refusal.empty() ? "" : "; last refusal: " + last_refusal));
+}
+
+Result<Group> Matchmaker::assemble_locked() {
+  std::vector<Follower> members;
+  members.push_back(Follower{Member{self_, endpoint_, options_.role}, options_.bandwidth, {}});
+  for (auto& f : followers_) members.push_back(std::move(f));
+  followers_.clear();
+  state_ = State::kDone;
+  // A random order, so that no peer is always first in the grid (the planner's rounding favours nobody).
+  std::shuffle(members.begin(), members.end(), std::mt19937_64(std::random_device{}()));
+
+  std::vector<plan::GroupMember> planned;
+  for (const auto& m : members) planned.push_back({m.member.id.to_string(), m.bandwidth, plan_role(m.member.role)});
+  auto counts = plan::plan_group_shares(planned, options_.vector_length);
+  wire::AvgBegin begin;
+  Status status = counts.status();
+  if (counts) {
+    begin.group_id.resize(wire::kGroupIdBytes);
+    std::random_device random;
+    for (auto& b : begin.group_id) b = static_cast<std::uint8_t>(random());
+    for (size_t i = 0; i < members.size(); ++i) {
+      begin.ids.push_back(members[i].member.id);
+      begin.endpoints.push_back(members[i].member.endpoint);
+      begin.roles.push_back(members[i].member.role);
+    }
+    begin.counts = *counts;
+    begin.length = options_.vector_length;
+    begin.part_elements = options_.part_elements;
+  }
+  auto group = counts ? Group::from_begin(begin) : Result<Group>(status);
+  for (auto& m : members) {
+    if (m.member.id == self_) continue;
+    if (group) m.replier.reply(begin);
+    else m.replier.reply(wire::AvgJoinRefused{wire::JoinRefusal::kBadRequest, "the group cannot average: " + group.status().message(), ""});
+  }
+  if (!group) return group.status().with_context("assembling the group");
+  Logger::Line(log_, LogLevel::kDebug, kLog) << "leading a group of " << members.size();
+  return group;
+}
+
+void Matchmaker::refuse_followers_locked(wire::JoinRefusal reason, const std::string& detail, const std::string& leader) {
+  for (auto& f : followers_) f.replier.reply(wire::AvgJoinRefused{reason, detail, leader});
+  followers_.clear();
+}
+
+}  // namespace dedloc::avg

@@ -1,0 +1,103 @@
+// Matchmaking through the DHT (DESIGN §6): peers ready to average find each other and form groups of up
+// to `target_group_size`, with no coordinator.
+//
+// Each peer looking for a group declares itself under "<group_key>_matchmaking" (subkey: its address,
+// value: its schema hash) until its own deadline, the declaration's expiration. Peers are ordered by
+// (expiration, id): earlier peers lead. A peer asks the earlier peers, in order, to take it (AvgJoin); a
+// leader holds each accepted request and answers them all with BEGIN when its group is full, or at its
+// deadline if it has at least `min_group_size` members. Refusals say why (not looking, another schema,
+// full, "I follow X" with X to try instead) so a joiner moves on at once. A peer that no earlier peer
+// takes leads its own group. Every wait is bounded by the peer's deadline.
+//
+// The leader shuffles the members and computes each one's share of the vector once, with the planner's
+// group program (plan::plan_group_shares over the members' bandwidths and roles), and sends that with
+// BEGIN: members never compute boundaries themselves, so they cannot disagree.
+//
+// Not yet: merging two partly filled groups that formed side by side (a leader with followers stays their
+// leader); such groups simply average separately.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dedloc/avg/group.hpp"
+#include "dedloc/core/log.hpp"
+#include "dedloc/dht/node.hpp"
+#include "dedloc/net/client.hpp"
+#include "dedloc/net/server.hpp"
+
+namespace dedloc::avg {
+
+struct MatchmakingOptions {
+  std::string group_key;        // what is averaged, e.g. "run1_grad"; peers with different keys never meet
+  Bytes schema_hash;            // wire::kSchemaHashBytes: the tensors' names, shapes and order
+  std::uint64_t vector_length = 0;
+  AvgRole role = AvgRole::kNode;
+  double bandwidth = 1.25e8;    // bytes/s each way (the leader's shares depend on it)
+  size_t target_group_size = 16;
+  size_t min_group_size = 2;
+  Duration matchmaking_time = std::chrono::seconds(5);  // how long to look before giving up
+  std::uint64_t part_elements = 128 * 1024;             // the part grid a leader announces (512 KiB of fp32)
+  // Where others dial our averaging server; empty: its bound endpoint, a wildcard host replaced by the
+  // address our DHT node advertises. Ignored for clients (nobody can dial them; they never lead).
+  std::string announce;
+};
+
+class Matchmaker {
+ public:
+  // Registers the AvgJoin handler on `server` (before server.start()).
+  Matchmaker(dht::Node& dht, net::Server& server, net::Client& client, crypto::PeerId self,
+             MatchmakingOptions options, Logger* log = &Logger::global());
+  ~Matchmaker();  // refuses joiners still held
+  Matchmaker(const Matchmaker&) = delete;
+  Matchmaker& operator=(const Matchmaker&) = delete;
+
+  // Finds a group: as a follower (a leader's BEGIN) or as a leader (our own BEGIN). kTimeout when no
+  // group of at least min_group_size formed in matchmaking_time; the message says what was seen.
+  Result<Group> find_group();
+
+ private:
+  struct Follower {
+    Member member;
+    double bandwidth = 0;
+    net::Replier replier;
+  };
+  enum class State { kIdle, kLeading, kJoining, kDone };
+
+  void on_join(wire::AvgJoin&& join, net::Incoming&& request, net::Replier replier);
+  // Earlier peers with our schema, in leader order, read from the DHT.
+  std::vector<net::PeerAddress> earlier_peers(double my_expiration, std::string& seen);
+  struct JoinOutcome {
+    std::optional<Group> group;                     // the leader's BEGIN
+    std::string why;                                // otherwise: why not
+    std::optional<net::PeerAddress> other_leader;   // a leader the refusal suggests instead
+  };
+  // Asks `leader` to take us, waiting (bounded) for its BEGIN.
+  JoinOutcome try_join(const net::PeerAddress& leader, double my_expiration, Deadline deadline);
+  // Builds BEGIN for us and our followers, answers them, and returns our group. Under mutex_.
+  Result<Group> assemble_locked();
+  void refuse_followers_locked(wire::JoinRefusal reason, const std::string& detail, const std::string& leader = "");
+  std::string address() const;
+
+  dht::Node& dht_;
+  net::Server& server_;
+  net::Client& client_;
+  crypto::PeerId self_;
+  std::string endpoint_;  // set when looking starts (the server is bound by then)
+  MatchmakingOptions options_;
+  Logger* log_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  State state_ = State::kIdle;
+  std::string following_;  // the leader we are asking, while kJoining
+  std::vector<Follower> followers_;
+};
+
+// The DHT key under which peers looking for a group declare themselves.
+std::string matchmaking_key(const std::string& group_key);
+
+}  // namespace dedloc::avg

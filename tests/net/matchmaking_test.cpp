@@ -1,0 +1,156 @@
+// Matchmaking through a real DHT between in-process peers on loopback (DESIGN §6, issue 9's "must show").
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <map>
+#include <set>
+
+#include "dedloc/avg/matchmaking.hpp"
+#include "dedloc/dht/local_swarm.hpp"
+
+using namespace dedloc;
+using namespace dedloc::avg;
+using namespace std::chrono_literals;
+
+namespace {
+
+Logger& quiet() {
+  static Logger log(LogLevel::kError);
+  return log;
+}
+
+// A peer looking for a group: its averaging server and client, on DHT node `i` of a shared swarm.
+struct Looker {
+  std::unique_ptr<net::Server> server;
+  std::unique_ptr<net::Client> client;
+  std::unique_ptr<Matchmaker> matchmaker;
+  crypto::PeerId id;
+
+  Looker(zmq::context_t& context, dht::Node& dht, MatchmakingOptions options) : id(dht.id()) {
+    server = std::make_unique<net::Server>(context, net::ServerOptions{"tcp://127.0.0.1:0", id, {}, &quiet()});
+    client = std::make_unique<net::Client>(context, net::ClientOptions{id, {}, 60s, &quiet()});
+    matchmaker = std::make_unique<Matchmaker>(dht, *server, *client, id, std::move(options), &quiet());
+    REQUIRE(server->start().is_ok());
+  }
+};
+
+MatchmakingOptions options_for(size_t target, Duration time = 3s) {
+  MatchmakingOptions o;
+  o.group_key = "run1_grad";
+  o.schema_hash = Bytes(wire::kSchemaHashBytes, 0x42);
+  o.vector_length = 100000;
+  o.target_group_size = target;
+  o.min_group_size = 2;
+  o.matchmaking_time = time;
+  return o;
+}
+
+std::unique_ptr<dht::LocalSwarm> swarm_of(size_t n) {
+  dht::NodeOptions options;
+  options.maintenance_interval = Duration::zero();
+  options.log = &quiet();
+  auto swarm = dht::LocalSwarm::launch(n, options);
+  REQUIRE(swarm.is_ok());
+  return std::move(swarm.value());
+}
+
+std::vector<Result<Group>> find_all(std::vector<std::unique_ptr<Looker>>& lookers) {
+  std::vector<std::future<Result<Group>>> futures;
+  for (auto& l : lookers) futures.push_back(std::async(std::launch::async, [&l] { return l->matchmaker->find_group(); }));
+  std::vector<Result<Group>> groups;
+  for (auto& f : futures) groups.push_back(f.get());
+  return groups;
+}
+
+}  // namespace
+
+TEST_CASE("Matchmaking: 16 peers with target 4 form groups that cover everyone", "[net][avg]") {
+  auto swarm = swarm_of(16);
+  zmq::context_t context;
+  std::vector<std::unique_ptr<Looker>> lookers;
+  for (size_t i = 0; i < 16; ++i) lookers.push_back(std::make_unique<Looker>(context, swarm->node(i), options_for(4)));
+  auto groups = find_all(lookers);
+
+  std::map<Bytes, std::vector<crypto::PeerId>> by_id;  // group id -> members, as each member saw it
+  std::set<crypto::PeerId> covered;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    INFO("peer " << i << ": " << (groups[i].is_ok() ? "ok" : groups[i].status().to_string()));
+    REQUIRE(groups[i].is_ok());
+    const Group& g = *groups[i];
+    CHECK(g.size() >= 2);
+    CHECK(g.size() <= 4);
+    REQUIRE(g.index_of(lookers[i]->id));
+    std::vector<crypto::PeerId> ids;
+    for (const auto& m : g.members()) ids.push_back(m.id);
+    auto [it, fresh] = by_id.emplace(g.id(), ids);
+    CHECK(it->second == ids);  // every member of a group got the same BEGIN
+    covered.insert(lookers[i]->id);
+    // Shares sum to the vector: the leader's plan, identical for all.
+    std::uint64_t total = 0;
+    for (auto c : g.begin().counts) total += c;
+    CHECK(total == 100000);
+  }
+  CHECK(covered.size() == 16);
+  size_t members = 0;
+  for (const auto& [id, ids] : by_id) members += ids.size();
+  CHECK(members == 16);  // no peer in two groups
+}
+
+TEST_CASE("Matchmaking: 16 peers with target 16 form one group", "[net][avg]") {
+  auto swarm = swarm_of(16);
+  zmq::context_t context;
+  std::vector<std::unique_ptr<Looker>> lookers;
+  for (size_t i = 0; i < 16; ++i) lookers.push_back(std::make_unique<Looker>(context, swarm->node(i), options_for(16)));
+  auto started = std::chrono::steady_clock::now();
+  auto groups = find_all(lookers);
+  for (auto& g : groups) {
+    REQUIRE(g.is_ok());
+    CHECK(g->size() == 16);
+    CHECK(g->id() == groups[0]->id());
+  }
+  // Full groups start at once, without waiting for the deadline.
+  CHECK(std::chrono::steady_clock::now() - started < 3s);
+}
+
+TEST_CASE("Matchmaking: a peer with another tensor schema is refused, saying why", "[net][avg]") {
+  auto swarm = swarm_of(4);
+  zmq::context_t context;
+  std::vector<std::unique_ptr<Looker>> lookers;
+  for (size_t i = 0; i < 3; ++i) lookers.push_back(std::make_unique<Looker>(context, swarm->node(i), options_for(3, 2s)));
+  auto odd_options = options_for(3, 2s);
+  odd_options.schema_hash = Bytes(wire::kSchemaHashBytes, 0x99);
+  Looker odd(context, swarm->node(3), odd_options);
+
+  auto leader = std::async(std::launch::async, [&] { return lookers[0]->matchmaker->find_group(); });
+  std::this_thread::sleep_for(300ms);  // it is leading now
+  // Asked directly, the leader names the problem.
+  wire::AvgJoin join{"run1_grad", odd_options.schema_hash, odd.server->endpoint(), AvgRole::kNode, 1e8, 0, 1};
+  auto reply = odd.client->call(lookers[0]->server->endpoint(), net::Outgoing::of(join), Deadline::after(2s)).wait();
+  REQUIRE(reply.is_ok());
+  auto refused = reply->decode<wire::AvgJoinRefused>();
+  REQUIRE(refused.is_ok());
+  CHECK(refused->reason == wire::JoinRefusal::kWrongSchema);
+  CHECK_THAT(refused->detail, Catch::Contains("schema differs"));
+
+  // Looking on its own, the odd peer ends alone, and its error says the others average other tensors.
+  auto odd_result = std::async(std::launch::async, [&] { return odd.matchmaker->find_group(); });
+  auto others = std::async(std::launch::async, [&] {
+    std::vector<Result<Group>> out;
+    auto a = std::async(std::launch::async, [&] { return lookers[1]->matchmaker->find_group(); });
+    auto b = std::async(std::launch::async, [&] { return lookers[2]->matchmaker->find_group(); });
+    out.push_back(a.get());
+    out.push_back(b.get());
+    return out;
+  });
+  auto odd_group = odd_result.get();
+  REQUIRE_FALSE(odd_group.is_ok());
+  CHECK(odd_group.status().code() == Code::kTimeout);
+  CHECK_THAT(odd_group.status().message(), Catch::Contains("another tensor schema"));
+  auto leader_group = leader.get();
+  REQUIRE(leader_group.is_ok());
+  CHECK(leader_group->size() == 3);
+  for (auto& g : others.get()) {
+    REQUIRE(g.is_ok());
+    CHECK(g->id() == leader_group->id());
+  }
+}
