@@ -150,6 +150,15 @@ Matchmaker::JoinOutcome Matchmaker::try_join(const net::PeerAddress& leader, dou
   return {std::move(group.value()), "", std::nullopt};
 }
 
+Result<Group> Matchmaker::find_group(const Bytes& schema_hash, std::uint64_t vector_length) {
+  {
+    std::lock_guard lock(mutex_);  // joiners' requests read the schema
+    options_.schema_hash = schema_hash;
+    options_.vector_length = vector_length;
+  }
+  return find_group();
+}
+
 Result<Group> Matchmaker::find_group() {
   if (options_.schema_hash.size() != wire::kSchemaHashBytes) {
     return error(Code::kInvalidArgument, "the schema hash must have 32 bytes");

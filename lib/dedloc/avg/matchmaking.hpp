@@ -58,6 +58,8 @@ class Matchmaker {
   // Finds a group: as a follower (a leader's BEGIN) or as a leader (our own BEGIN). kTimeout when no
   // group of at least min_group_size formed in matchmaking_time; the message says what was seen.
   Result<Group> find_group();
+  // The same, for a vector layout other than the one in the options (the averager learns it per step).
+  Result<Group> find_group(const Bytes& schema_hash, std::uint64_t vector_length);
 
  private:
   struct Follower {

@@ -1,0 +1,78 @@
+#include "dedloc/avg/averager.hpp"
+
+#include "dedloc/wire/map_codec.hpp"
+#include "dedloc/wire/unpack.hpp"
+
+namespace dedloc::avg {
+
+std::string schema_key(const std::string& run_id) { return run_id + "_grad_schema"; }
+
+Status publish_schema(dht::Node& dht, const std::string& run_id, const VectorSchema& schema, Duration ttl,
+                      Deadline deadline) {
+  wire::MapWriter value;
+  value.put_binary("hash", schema.hash).put("len", schema.length);
+  double expiration = SystemClock::instance().unix_seconds() + std::chrono::duration<double>(ttl).count();
+  auto stored = dht.store(schema_key(run_id), std::nullopt, value.to_bytes(), expiration, deadline);
+  return stored.status();
+}
+
+Result<std::optional<VectorSchema>> read_schema(dht::Node& dht, const std::string& run_id, Deadline deadline) {
+  auto record = dht.get(schema_key(run_id), dht::GetMode::kLatest, deadline);
+  if (!record) return record.status();
+  if (!record->has_value() || (*record)->entries.empty()) return std::optional<VectorSchema>();
+  const Bytes& raw = (*record)->entries.front().value;
+  auto object = wire::unpack_bounded(raw, wire::Limits{}, "the vector schema record");
+  if (!object) return object.status().with_context(schema_key(run_id));
+  auto reader = wire::MapReader::of((*object)->get(), schema_key(run_id));
+  if (!reader) return reader.status();
+  VectorSchema schema;
+  reader->get("hash", schema.hash).get("len", schema.length);
+  DEDLOC_RETURN_IF_ERROR(reader->status());
+  if (schema.hash.size() != wire::kSchemaHashBytes) return error(Code::kMalformed, schema_key(run_id) + ": bad schema hash");
+  return std::optional<VectorSchema>(std::move(schema));
+}
+
+Averager::Averager(zmq::context_t& context, dht::Node& dht, const crypto::Identity& identity, AveragerOptions options)
+    : context_(context), dht_(dht), self_(identity.peer_id()), options_(std::move(options)) {
+  // A client-mode peer still needs a socket for the handlers' sake, but nobody can (or will) dial it.
+  std::string listen = options_.role == AvgRole::kClient ? "tcp://127.0.0.1:0" : options_.listen;
+  server_ = std::make_unique<net::Server>(context_, net::ServerOptions{listen, self_, {}, options_.log});
+  client_ = std::make_unique<net::Client>(context_, net::ClientOptions{self_, {}, std::chrono::seconds(60), options_.log});
+  all_reduce_ = std::make_unique<AllReduce>(*server_, *client_, self_, options_.log);
+  MatchmakingOptions matchmaking;
+  matchmaking.group_key = options_.run_id + "_grad";
+  matchmaking.role = options_.role;
+  matchmaking.bandwidth = options_.bandwidth;
+  matchmaking.target_group_size = options_.target_group_size;
+  matchmaking.min_group_size = options_.min_group_size;
+  matchmaking.matchmaking_time = options_.matchmaking_time;
+  matchmaking.part_elements = options_.part_elements;
+  matchmaking.announce = options_.announce;
+  matchmaker_ = std::make_unique<Matchmaker>(dht_, *server_, *client_, self_, matchmaking, options_.log);
+}
+
+Averager::~Averager() {
+  matchmaker_.reset();  // answers joiners it still holds
+  server_->stop();
+}
+
+Status Averager::start() { return server_->start(); }
+
+std::string Averager::endpoint() const { return server_->endpoint(); }
+
+Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> vector, double weight) {
+  StepOutcome outcome;
+  auto group = matchmaker_->find_group(schema.hash, schema.length);
+  if (!group) {
+    if (group.status().code() != Code::kTimeout) return group.status();
+    outcome.why_alone = group.status().message();
+    return outcome;
+  }
+  outcome.group_size = group->size();
+  auto result = all_reduce_->run(*group, vector, weight, options_.all_reduce, Deadline::after(options_.averaging_timeout));
+  if (!result) return result.status();
+  outcome.all_reduce = std::move(*result);
+  return outcome;
+}
+
+}  // namespace dedloc::avg

@@ -1,0 +1,83 @@
+// A peer's averaging role in a run (DESIGN §6): its averaging server, matchmaking through the DHT and the
+// butterfly all-reduce, behind one call per step. The trainer averages its gradients with it; `dedloc-avg
+// aux` runs it with the aux role (reduces, sends nothing) to lend a CPU-only machine's bandwidth.
+//
+// The run's vector layout is published in the DHT ("<run>_grad_schema": schema hash and length) by the
+// peers that have a model, so an aux peer, which has none, learns what it averages from there.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include <zmq.hpp>
+
+#include "dedloc/avg/all_reduce.hpp"
+#include "dedloc/avg/matchmaking.hpp"
+#include "dedloc/dht/node.hpp"
+
+namespace dedloc::avg {
+
+struct AveragerOptions {
+  std::string run_id;                        // groups form among peers of the same run
+  AvgRole role = AvgRole::kNode;
+  std::string listen = "tcp://0.0.0.0:0";    // the averaging server (unused by clients)
+  std::string announce;                      // see MatchmakingOptions::announce
+  double bandwidth = 1.25e8;                 // bytes/s each way, for the leader's shares
+  size_t target_group_size = 16;
+  size_t min_group_size = 2;
+  Duration matchmaking_time = std::chrono::seconds(5);
+  AllReduceOptions all_reduce;
+  Duration averaging_timeout = std::chrono::seconds(60);  // one all-reduce, after the group formed
+  std::uint64_t part_elements = 128 * 1024;
+  Logger* log = &Logger::global();
+};
+
+// What the trainer or aux peer learns from a step.
+struct StepOutcome {
+  size_t group_size = 0;         // 0: no group formed; the vector is unchanged (average alone)
+  AllReduceResult all_reduce;    // when a group formed
+  std::string why_alone;         // when no group formed
+};
+
+// The layout of the run's averaged vector, as published in the DHT.
+struct VectorSchema {
+  Bytes hash;                    // wire::kSchemaHashBytes
+  std::uint64_t length = 0;
+};
+
+std::string schema_key(const std::string& run_id);
+Status publish_schema(dht::Node& dht, const std::string& run_id, const VectorSchema& schema, Duration ttl, Deadline deadline);
+// nullopt when nobody published one yet.
+Result<std::optional<VectorSchema>> read_schema(dht::Node& dht, const std::string& run_id, Deadline deadline);
+
+class Averager {
+ public:
+  // `dht` must be started and joined, and outlive the averager.
+  Averager(zmq::context_t& context, dht::Node& dht, const crypto::Identity& identity, AveragerOptions options);
+  ~Averager();
+
+  // Binds the averaging server (clients bind nothing). kUnavailable when the address cannot be bound.
+  Status start();
+
+  // Finds a group for `schema` and averages `vector` (empty for aux) weighted by `weight` (samples).
+  // Without a group the vector is left as it is, and the outcome says why.
+  Result<StepOutcome> step(const VectorSchema& schema, std::span<float> vector, double weight);
+
+  std::string endpoint() const;
+
+ private:
+  zmq::context_t& context_;
+  dht::Node& dht_;
+  crypto::PeerId self_;
+  AveragerOptions options_;
+  std::unique_ptr<net::Server> server_;
+  std::unique_ptr<net::Client> client_;
+  std::unique_ptr<AllReduce> all_reduce_;
+  std::unique_ptr<Matchmaker> matchmaker_;
+  Bytes matchmaker_schema_;       // the schema the matchmaker was made for
+  std::uint64_t matchmaker_length_ = 0;
+};
+
+}  // namespace dedloc::avg
