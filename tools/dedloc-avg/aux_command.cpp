@@ -1,0 +1,132 @@
+// `dedloc-avg aux`: a CPU-only auxiliary peer (DESIGN §6). It has no model and no gradients; it joins the
+// run's averaging rounds with the aux role, reducing a share of every group's vector with its bandwidth, so
+// that GPU peers on thin links spend less time averaging. It learns the run's vector layout from the DHT
+// (published by the trainers) and loops round after round until SIGINT/SIGTERM.
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "dedloc/avg/averager.hpp"
+#include "dedloc/cli/ready_line.hpp"
+#include "dedloc/cli/signals.hpp"
+#include "dedloc/dht/node.hpp"
+
+namespace dedloc::avg_tool {
+
+namespace {
+
+constexpr std::string_view kTool = "dedloc-avg";
+
+Duration seconds(double s) { return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s)); }
+
+class AuxCommand final : public Command {
+ public:
+  CLI::App* add_to(CLI::App& app) override {
+    auto* cmd = app.add_subcommand("aux", "lend this machine's bandwidth to a run's averaging (reduces, sends nothing); "
+                                          "runs until SIGINT/SIGTERM");
+    cmd->add_option("--run", run_id_, "the run to help (its trainers' --run-id)")->required();
+    cmd->add_option("--initial-peers", initial_peers_, "DHT nodes to join through: tcp://HOST:PORT/p/PEERID")->required();
+    cmd->add_option("--bandwidth", bandwidth_mbit_, "Mbit/s this machine can move each way (sizes its share)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--listen", listen_, "averaging endpoint to bind (port 0: any free port)")->capture_default_str();
+    cmd->add_option("--announce", announce_, "address trainers should dial, when it differs from the bound one");
+    cmd->add_option("--target-group-size", target_group_size_, "largest group to form")->capture_default_str();
+    cmd->add_option("--matchmaking-time", matchmaking_seconds_, "seconds to look for a group each round")
+        ->capture_default_str();
+    cmd->add_option("--rounds", rounds_, "stop after this many averaged rounds (0: run until stopped)")
+        ->capture_default_str();
+    return cmd;
+  }
+
+  int run(const cli::CommonFlags& common) override {
+    auto peers = parse_peers();
+    if (!peers) return cli::report_failure(kTool, peers.status());
+    auto identity = cli::load_identity(common);
+    if (!identity) return cli::report_failure(kTool, identity.status());
+    cli::install_shutdown_handlers();
+
+    zmq::context_t context;
+    dht::NodeOptions dht_options;
+    dht_options.listen = "";  // the DHT only as a client: we ask and declare, we do not serve records
+    dht_options.client_mode = true;
+    dht_options.maintenance_interval = Duration::zero();
+    dht::Node dht(context, *identity, dht_options);
+    if (auto started = dht.start(); !started.is_ok()) return cli::report_failure(kTool, started);
+    if (auto joined = dht.bootstrap(*peers, Deadline::after(std::chrono::seconds(10))); !joined.is_ok()) {
+      return cli::report_failure(kTool, joined);
+    }
+
+    avg::AveragerOptions options;
+    options.run_id = run_id_;
+    options.role = avg::AvgRole::kAux;
+    options.listen = listen_;
+    options.announce = announce_;
+    options.bandwidth = bandwidth_mbit_ * 1e6 / 8;
+    options.target_group_size = target_group_size_;
+    options.matchmaking_time = seconds(matchmaking_seconds_);
+    options.averaging_timeout = std::chrono::seconds(30);
+    avg::Averager averager(context, dht, *identity, options);
+    if (auto started = averager.start(); !started.is_ok()) return cli::report_failure(kTool, started);
+    cli::ReadyLine{"aux", identity->peer_id(), {averager.endpoint()}, {{"run_id", run_id_}}}.print();
+
+    auto& log = Logger::global();
+    size_t averaged = 0;
+    bool told_waiting = false;
+    while (!cli::shutdown_requested() && (rounds_ == 0 || averaged < rounds_)) {
+      auto schema = avg::read_schema(dht, run_id_, Deadline::after(std::chrono::seconds(5)));
+      if (!schema || !schema->has_value()) {
+        if (!told_waiting) {
+          log.info("aux") << "waiting for a trainer of '" << run_id_ << "' to publish its vector layout"
+                          << (schema ? std::string() : ": " + schema.status().to_string());
+          told_waiting = true;
+        }
+        cli::wait_for_shutdown(std::chrono::seconds(1));
+        continue;
+      }
+      auto outcome = averager.step(**schema, {}, 0);
+      if (!outcome) {
+        log.warn("aux") << "round failed: " << outcome.status().to_string();
+        cli::wait_for_shutdown(std::chrono::seconds(1));
+      } else if (outcome->group_size == 0) {
+        log.debug("aux") << "no group this round: " << outcome->why_alone;
+      } else {
+        ++averaged;
+        log.info("aux") << "reduced for a group of " << outcome->group_size
+                        << (outcome->all_reduce.banned_senders.empty()
+                                ? std::string()
+                                : ", without " + std::to_string(outcome->all_reduce.banned_senders.size()) +
+                                      " silent sender(s)");
+      }
+    }
+    log.info("aux") << "leaving after " << averaged << " round(s)";
+    return cli::kExitOk;
+  }
+
+ private:
+  Result<std::vector<net::PeerAddress>> parse_peers() const {
+    std::vector<net::PeerAddress> out;
+    for (const auto& text : initial_peers_) {
+      auto peer = net::PeerAddress::parse(text);
+      if (!peer) return peer.status().with_context("--initial-peers");
+      out.push_back(*peer);
+    }
+    return out;
+  }
+
+  std::string run_id_;
+  std::vector<std::string> initial_peers_;
+  double bandwidth_mbit_ = 1000;
+  std::string listen_ = "tcp://0.0.0.0:0";
+  std::string announce_;
+  size_t target_group_size_ = 16;
+  double matchmaking_seconds_ = 5;
+  size_t rounds_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_aux_command() { return std::make_unique<AuxCommand>(); }
+
+}  // namespace dedloc::avg_tool

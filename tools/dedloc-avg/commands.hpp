@@ -1,0 +1,24 @@
+// dedloc-avg's subcommands, one per file: each registers its flags on the app and runs when chosen.
+#pragma once
+
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "dedloc/cli/app.hpp"
+
+namespace dedloc::avg_tool {
+
+class Command {
+ public:
+  virtual ~Command() = default;
+  // Adds the subcommand and its flags to `app`; returns it (main checks which one was chosen).
+  virtual CLI::App* add_to(CLI::App& app) = 0;
+  // Runs it; returns the process exit code (docs/operators.md).
+  virtual int run(const cli::CommonFlags& common) = 0;
+};
+
+// `dedloc-avg aux`: a CPU-only peer that reduces shares of a run's averaging rounds.
+std::unique_ptr<Command> make_aux_command();
+
+}  // namespace dedloc::avg_tool

@@ -1,0 +1,31 @@
+// dedloc-avg: the averaging role without a model (DESIGN §6): the CPU-only auxiliary peer and a benchmark
+// of the network's averaging.
+#include <vector>
+
+#include "commands.hpp"
+
+int main(int argc, char** argv) {
+  using namespace dedloc;
+  cli::CommonFlags common;
+  CLI::App app{"dedloc-avg: averaging without a model. `aux` lends a CPU-only machine's bandwidth to a run's "
+               "averaging rounds; `bench` times butterfly all-reduce rounds among local peer processes (testing the "
+               "network and codecs, no training).",
+               "dedloc-avg"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  cli::add_common_flags(app, common);
+
+  std::vector<std::unique_ptr<avg_tool::Command>> commands;
+  commands.push_back(avg_tool::make_aux_command());
+  std::vector<CLI::App*> subcommands;
+  for (auto& command : commands) subcommands.push_back(command->add_to(app));
+
+  if (auto exit = cli::parse(app, argc, argv)) return *exit;
+  if (auto status = cli::setup_logging(common, Logger::global()); !status.is_ok()) {
+    return cli::report_failure("dedloc-avg", status);
+  }
+  for (size_t i = 0; i < commands.size(); ++i) {
+    if (*subcommands[i]) return commands[i]->run(common);
+  }
+  return cli::kExitUsage;
+}
