@@ -54,5 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try_decode<AvgJoinRefused>(*header);
   try_decode<AvgPart>(*header);
   try_decode<AvgPartDelta>(*header);
+  try_decode<AvgStateRequest>(*header);
+  try_decode<AvgStateReply>(*header);
   return 0;
 }

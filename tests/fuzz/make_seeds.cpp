@@ -79,6 +79,14 @@ int main(int argc, char** argv) {
         header_of(AvgJoinRefused{JoinRefusal::kNotALeader, "follows another leader", "tcp://10.0.0.9:7000/p/" + std::string(40, 'b')}));
   write(dir, "seed-avg-part", header_of(AvgPart{Bytes(16, 0x77), 3, 128, 1}, 1));
   write(dir, "seed-avg-part-delta", header_of(AvgPartDelta{3, 1, 3}, 1));
+  write(dir, "seed-avg-state-request", header_of(AvgStateRequest{"run1", 7, 1 << 20, 1 << 20, 4, false, false}));
+  write(dir, "seed-avg-state-describe", header_of(AvgStateRequest{"run1", std::nullopt, 0, 0, 0, true, false}));
+  write(dir, "seed-avg-state-done", header_of(AvgStateRequest{"run1", std::nullopt, 0, 0, 0, false, true}));
+  write(dir, "seed-avg-state-part", header_of(AvgStateReply{"run1", 7, Bytes(32, 0x5c), 3 << 20, 1 << 20, 1 << 20, 4, 2, false, {}, {}}, 1));
+  write(dir, "seed-avg-state-description",
+        header_of(AvgStateReply{"run1", 7, Bytes(32, 0x5c), 3871, 0, 0, 0, 1, true,
+                                {{"embed.weight", {30, 128}}, {"ln.bias", {30}}, {"step", {}}, {"empty", {0, 4}}},
+                                {{"lr", 0.00125}, {"optimizer", std::string("lamb")}, {"scheduler_step", 1000.0}}}));
   write(dir, "seed-rid-max", header_of(Ping{0}, 0, UINT64_MAX));
   write(dir, "seed-empty-map", Bytes{0x80});
   write(dir, "seed-nil", Bytes{0xc0});

@@ -2,6 +2,9 @@
 // allowed as an append-only, versioned change (see docs/wire-protocol.md), never by accident.
 #include <catch2/catch.hpp>
 
+#include <functional>
+
+#include "dedloc/wire/avg_messages.hpp"
 #include "dedloc/wire/dht_messages.hpp"
 #include "dedloc/wire/envelope.hpp"
 #include "dedloc/wire/messages.hpp"
@@ -192,4 +195,155 @@ TEST_CASE("DHT messages decode to the fields they were encoded from", "[unit][wi
   auto unreachable = round_trip(DhtReachability{false, "no answer within 2000 ms"});
   CHECK_FALSE(unreachable.reachable);
   CHECK(unreachable.detail == "no answer within 2000 ms");
+}
+
+TEST_CASE("Golden bytes of every averaging message", "[unit][wire][golden]") {
+  // Pieces that recur: c410 7777..77 (bin 16): a group id; c420 3333..33 / 5c5c..5c (bin 32): schema hashes.
+
+  // {"grp": "run1_grad", "schema": bin(0x33 x 32), "ep": "tcp://10.0.0.1:7000", "role": 0, "bw": 1.25e8,
+  //  "until": 1700000000.5, "n": 1}
+  CHECK(golden(AvgJoin{"run1_grad", Bytes(32, 0x33), "tcp://10.0.0.1:7000", AvgRole::kNode, 1.25e8, 1700000000.5, 1}) ==
+        envelope("ccc8", "00",
+                 "87a3677270a972756e315f67726164a6736368656d61c4203333333333333333333333333333333333333333333333333333333333333333"
+                 "a26570b37463703a2f2f31302e302e302e313a37303030a4726f6c6500a26277ce07735940a5756e74696ccb41d954fc40200000a16e01"));
+  // {"gid": bin(0x77 x 16), "ids": [id2, id3], "eps": ["tcp://10.0.0.2:7000", ""], "roles": [0, 1],
+  //  "counts": [1000, 0], "len": 1000, "part": 256}
+  CHECK(golden(AvgBegin{Bytes(16, 0x77), {filled_id(2), filled_id(3)}, {"tcp://10.0.0.2:7000", ""},
+                        {AvgRole::kNode, AvgRole::kClient}, {1000, 0}, 1000, 256}) ==
+        envelope("ccc9", "00",
+                 "87a3676964c41077777777777777777777777777777777"
+                 "a369647392c4140202020202020202020202020202020202020202c4140303030303030303030303030303030303030303"
+                 "a365707392b37463703a2f2f31302e302e302e323a37303030a0a5726f6c6573920001a6636f756e747392cd03e800a36c656ecd03e8a470617274cd0100"));
+  // {"why": 4, "msg": "follows another leader", "leader": "tcp://10.0.0.9:7000"}
+  CHECK(golden(AvgJoinRefused{JoinRefusal::kNotALeader, "follows another leader", "tcp://10.0.0.9:7000"}) ==
+        envelope("ccca", "00",
+                 "83a377687904a36d7367b6666f6c6c6f777320616e6f74686572206c6561646572a66c6561646572b37463703a2f2f31302e302e302e393a37303030"));
+  // {"gid": bin(0x77 x 16), "idx": 3, "w": 2.5, "codec": 1}, one payload frame
+  CHECK(golden(AvgPart{Bytes(16, 0x77), 3, 2.5, 1}, 1) ==
+        envelope("cccb", "01",
+                 "84a3676964c41077777777777777777777777777777777a369647803a177cb4004000000000000a5636f64656301"));
+  // {"idx": 3, "codec": 1, "n": 3}, one payload frame
+  CHECK(golden(AvgPartDelta{3, 1, 3}, 1) == envelope("cccc", "01", "83a369647803a5636f64656301a16e03"));
+  // A stripe of a pinned epoch: {"key": "run1", "epoch": 7, "off": 1024, "len": 512, "codec": 1}
+  CHECK(golden(AvgStateRequest{"run1", 7, 1024, 512, 1, false, false}) ==
+        envelope("cccd", "00",
+                 "85a36b6579a472756e31a565706f636807a36f6666cd0400a36c656ecd0200a5636f64656301"));
+  // A first request, the description only: {"key": "run1", "off": 0, "len": 0, "codec": 0, "desc": true}
+  CHECK(golden(AvgStateRequest{"run1", std::nullopt, 0, 0, 0, true, false}) ==
+        envelope("cccd", "00",
+                 "85a36b6579a472756e31a36f666600a36c656e00a5636f64656300a464657363c3"));
+  // Finished: {"key": "run1", "off": 0, "len": 0, "codec": 0, "done": true}
+  CHECK(golden(AvgStateRequest{"run1", std::nullopt, 0, 0, 0, false, true}) ==
+        envelope("cccd", "00",
+                 "85a36b6579a472756e31a36f666600a36c656e00a5636f64656300a4646f6e65c3"));
+  // A part: {"key": "run1", "epoch": 7, "schema": bin(0x5c x 32), "total": 12, "off": 4, "len": 8,
+  //          "codec": 0, "load": 2}, one payload frame
+  AvgStateReply part{"run1", 7, Bytes(32, 0x5c), 12, 4, 8, 0, 2, false, {}, {}};
+  CHECK(golden(part, 1) ==
+        envelope("ccce", "01",
+                 "88a36b6579a472756e31a565706f636807a6736368656d61c4205c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c"
+                 "a5746f74616c0ca36f666604a36c656e08a5636f64656300a46c6f616402"));
+  // A description: the same fields with len 0 and no frame, then
+  //   "tensors": [{"name": "w", "shape": [2, 3]}, {"name": "b", "shape": [6]}],
+  //   "meta": {"lr": 0.5, "opt": "lamb"}
+  AvgStateReply description{"run1", 7, Bytes(32, 0x5c), 12, 0, 0, 0, 1, true,
+                            {{"w", {2, 3}}, {"b", {6}}}, {{"lr", 0.5}, {"opt", std::string("lamb")}}};
+  CHECK(golden(description) ==
+        envelope("ccce", "00",
+                 "8aa36b6579a472756e31a565706f636807a6736368656d61c4205c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c"
+                 "a5746f74616c0ca36f666600a36c656e00a5636f64656300a46c6f616401"
+                 "a774656e736f72739282a46e616d65a177a5736861706592020382a46e616d65a162a573686170659106"
+                 "a46d65746182a26c72cb3fe0000000000000a36f7074a46c616d62"));
+}
+
+TEST_CASE("Averaging messages decode to the fields they were encoded from, and hostile ones are refused",
+          "[unit][wire][golden]") {
+  auto decode_body = [](const MapWriter& body, MessageType type) {
+    Bytes bytes = encode_header({type, 7, filled_id(1), 0}, body.to_bytes());
+    auto decoded = decode_header(bytes, Limits{});
+    REQUIRE(decoded.is_ok());
+    return decoded.value();
+  };
+  auto round_trip = [&](const auto& message) {
+    using Message = std::decay_t<decltype(message)>;
+    MapWriter body;
+    message.encode(body);
+    auto back = Message::decode(decode_body(body, Message::kType).body());
+    REQUIRE(back.is_ok());
+    return std::move(back).value();
+  };
+  auto request = round_trip(AvgStateRequest{"run1", 0, 1024, 512, 4, true, false});
+  CHECK(request.key == "run1");
+  CHECK(request.epoch == std::optional<std::uint64_t>(0));  // epoch 0 is an epoch, not "any"
+  CHECK(request.offset == 1024);
+  CHECK(request.length == 512);
+  CHECK(request.codec == 4);
+  CHECK(request.describe);
+  CHECK_FALSE(request.done);
+  CHECK_FALSE(round_trip(AvgStateRequest{"run1", std::nullopt, 0, 0, 0, false, true}).epoch.has_value());
+
+  AvgStateReply description{"run1", 9, Bytes(32, 0x5c), 8, 0, 8, 2, 3, true,
+                            {{"scalar", {}}, {"empty", {4, 0}}, {"v", {7}}},
+                            {{"lr", 0.125}, {"step", 123456789.0}, {"opt", std::string("lamb")}}};
+  auto reply = round_trip(description);
+  CHECK(reply.epoch == 9);
+  CHECK(reply.total == 8);
+  CHECK(reply.length == 8);
+  CHECK(reply.downloads == 3);
+  CHECK(reply.described);
+  CHECK(reply.tensors == description.tensors);
+  CHECK(reply.metadata == description.metadata);
+  CHECK_FALSE(round_trip(AvgStateReply{"run1", 9, Bytes(32, 1), 7, 1, 2, 0, 1, false, {}, {}}).described);
+
+  // Each of these must be refused with kMalformed, never trusted.
+  auto refused_request = [&](const std::function<void(MapWriter&)>& fill) {
+    MapWriter body;
+    fill(body);
+    auto r = AvgStateRequest::decode(decode_body(body, MessageType::kAvgStateRequest).body());
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().code() == Code::kMalformed);
+  };
+  refused_request([](MapWriter& m) { m.put("key", "").put("off", std::uint64_t{0}).put("len", std::uint64_t{1}).put("codec", std::uint64_t{0}); });
+  refused_request([](MapWriter& m) {  // a stripe over the part limit
+    m.put("key", "r").put("off", std::uint64_t{0}).put("len", kMaxStatePartElements + 1).put("codec", std::uint64_t{0});
+  });
+  refused_request([](MapWriter& m) {  // offset + length past 2^48 (and a sum that would overflow)
+    m.put("key", "r").put("off", ~std::uint64_t{0} - 3).put("len", std::uint64_t{8}).put("codec", std::uint64_t{0});
+  });
+  refused_request([](MapWriter& m) { m.put("key", "r").put("off", std::uint64_t{0}).put("len", std::uint64_t{1}).put("codec", std::uint64_t{0}).put("epoch", -1.5); });
+
+  auto refused_reply = [&](AvgStateReply message) {
+    MapWriter body;
+    message.encode(body);
+    auto r = AvgStateReply::decode(decode_body(body, MessageType::kAvgStateReply).body());
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().code() == Code::kMalformed);
+  };
+  AvgStateReply bad = description;
+  bad.total = 9;  // the tensors hold 8
+  refused_reply(bad);
+  bad = description;
+  bad.tensors[1].name = bad.tensors[0].name;  // a name twice
+  refused_reply(bad);
+  bad = description;
+  bad.tensors[2].shape = {1u << 30, 1u << 30};  // more than the total
+  refused_reply(bad);
+  bad = description;
+  bad.tensors[2].shape = {~std::uint64_t{0}, ~std::uint64_t{0}};  // a product that overflows
+  refused_reply(bad);
+  bad = description;
+  bad.tensors[0].shape.assign(kMaxTensorRank + 1, 1);
+  refused_reply(bad);
+  bad = description;
+  bad.schema_hash.resize(20);
+  refused_reply(bad);
+  bad = description;
+  bad.offset = 5;  // a stripe [5, 13) of an 8-element state
+  refused_reply(bad);
+  bad = description;
+  bad.metadata[""] = 1.0;
+  refused_reply(bad);
+  bad = description;
+  bad.metadata["big"] = std::string(kMaxStateEntryStringBytes + 1, 'x');
+  refused_reply(bad);
 }

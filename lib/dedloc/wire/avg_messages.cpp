@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 
 namespace dedloc::wire {
 
@@ -136,6 +137,165 @@ Result<AvgPartDelta> AvgPartDelta::decode(MapReader in) {
   AvgPartDelta m;
   in.get("idx", m.part).get("codec", m.codec).get_optional("n", m.senders);
   DEDLOC_RETURN_IF_ERROR(in.status());
+  return m;
+}
+
+// ---- State download ----
+
+std::optional<std::uint64_t> StateTensor::elements() const {
+  std::uint64_t n = 1;
+  for (std::uint64_t d : shape) {
+    if (d == 0) return 0;
+    if (d > kMaxStateElements || n > kMaxStateElements / d) return std::nullopt;
+    n *= d;
+  }
+  return n;
+}
+
+namespace {
+
+Status check_stripe(std::uint64_t offset, std::uint64_t length, std::string_view message) {
+  if (length > kMaxStatePartElements) {
+    return malformed(message, "a stripe of " + std::to_string(length) + " elements is over the limit of " +
+                                  std::to_string(kMaxStatePartElements));
+  }
+  if (offset > kMaxStateElements || length > kMaxStateElements - offset) return malformed(message, "stripe out of range");
+  return {};
+}
+
+// "tensors": [{"name": str, "shape": [uint, ...]}, ...]
+Bytes encode_tensors(const std::vector<StateTensor>& tensors) {
+  msgpack::sbuffer out;
+  msgpack::packer<msgpack::sbuffer> packer(&out);
+  packer.pack_array(static_cast<std::uint32_t>(tensors.size()));
+  for (const auto& t : tensors) {
+    MapWriter entry;
+    entry.put("name", std::string_view(t.name)).put_uints("shape", t.shape);
+    entry.write_to(out);
+  }
+  return Bytes(out.data(), out.data() + out.size());
+}
+
+Result<std::vector<StateTensor>> decode_tensors(const msgpack::object& array, std::uint64_t total) {
+  constexpr std::string_view kName = AvgStateReply::kName;
+  if (array.type != msgpack::type::ARRAY) return malformed(kName, "'tensors' must be an array");
+  if (array.via.array.size > kMaxStateTensors) return malformed(kName, "too many tensors");
+  std::vector<StateTensor> tensors(array.via.array.size);
+  std::set<std::string_view> names;
+  std::uint64_t sum = 0;
+  for (std::uint32_t i = 0; i < array.via.array.size; ++i) {
+    auto reader = MapReader::of(array.via.array.ptr[i], "AvgStateReply tensor");
+    if (!reader) return reader.status();
+    StateTensor& t = tensors[i];
+    reader->get("name", t.name).get("shape", t.shape);
+    DEDLOC_RETURN_IF_ERROR(reader->status());
+    if (t.name.empty() || t.name.size() > kMaxTensorNameBytes) return malformed(kName, "tensor name of bad length");
+    if (t.shape.size() > kMaxTensorRank) return malformed(kName, "tensor '" + t.name + "' has too many dimensions");
+    auto n = t.elements();
+    if (!n || *n > total - sum) return malformed(kName, "tensor sizes exceed the total");
+    sum += *n;
+  }
+  for (const auto& t : tensors) {
+    if (!names.insert(t.name).second) return malformed(kName, "tensor '" + t.name + "' appears twice");
+  }
+  if (sum != total) return malformed(kName, "tensor sizes do not sum to the total");
+  return tensors;
+}
+
+Result<StateEntries> decode_entries(const msgpack::object& map) {
+  constexpr std::string_view kName = AvgStateReply::kName;
+  if (map.type != msgpack::type::MAP) return malformed(kName, "'meta' must be a map");
+  if (map.via.map.size > kMaxStateEntries) return malformed(kName, "too many metadata entries");
+  StateEntries entries;
+  for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
+    const auto& kv = map.via.map.ptr[i];
+    if (kv.key.type != msgpack::type::STR) return malformed(kName, "a metadata key is not a string");
+    std::string key(kv.key.via.str.ptr, kv.key.via.str.size);
+    if (key.empty() || key.size() > kMaxStateEntryKeyBytes) return malformed(kName, "metadata key of bad length");
+    StateValue value;
+    switch (kv.val.type) {
+      case msgpack::type::FLOAT32:
+      case msgpack::type::FLOAT64: value = kv.val.via.f64; break;
+      case msgpack::type::POSITIVE_INTEGER: value = static_cast<double>(kv.val.via.u64); break;
+      case msgpack::type::NEGATIVE_INTEGER: value = static_cast<double>(kv.val.via.i64); break;
+      case msgpack::type::STR:
+        if (kv.val.via.str.size > kMaxStateEntryStringBytes) return malformed(kName, "metadata '" + key + "' too long");
+        value = std::string(kv.val.via.str.ptr, kv.val.via.str.size);
+        break;
+      default: return malformed(kName, "metadata '" + key + "' must be a number or a string");
+    }
+    if (!entries.emplace(std::move(key), std::move(value)).second) return malformed(kName, "a metadata key appears twice");
+  }
+  return entries;
+}
+
+}  // namespace
+
+// ---- AvgStateRequest ----
+void AvgStateRequest::encode(MapWriter& out) const {
+  out.put("key", std::string_view(key));
+  if (epoch) out.put("epoch", *epoch);
+  out.put("off", offset).put("len", length).put("codec", codec);
+  if (describe) out.put("desc", true);
+  if (done) out.put("done", true);
+}
+
+Result<AvgStateRequest> AvgStateRequest::decode(MapReader in) {
+  AvgStateRequest m;
+  in.get("key", m.key).get("off", m.offset).get("len", m.length).get("codec", m.codec)
+      .get_optional("desc", m.describe).get_optional("done", m.done);
+  if (in.find("epoch")) {
+    std::uint64_t epoch = 0;
+    in.get("epoch", epoch);
+    m.epoch = epoch;
+  }
+  DEDLOC_RETURN_IF_ERROR(in.status());
+  if (m.key.empty() || m.key.size() > kMaxStateKeyBytes) return malformed(kName, "state key of bad length");
+  DEDLOC_RETURN_IF_ERROR(check_stripe(m.offset, m.length, kName));
+  return m;
+}
+
+// ---- AvgStateReply ----
+void AvgStateReply::encode(MapWriter& out) const {
+  out.put("key", std::string_view(key))
+      .put("epoch", epoch)
+      .put_binary("schema", schema_hash)
+      .put("total", total)
+      .put("off", offset)
+      .put("len", length)
+      .put("codec", codec)
+      .put("load", downloads);
+  if (!described) return;
+  out.put_encoded("tensors", encode_tensors(tensors));
+  MapWriter meta;
+  for (const auto& [k, v] : metadata) {
+    if (const double* number = std::get_if<double>(&v)) meta.put(k, *number);
+    else meta.put(k, std::string_view(std::get<std::string>(v)));
+  }
+  out.put_map("meta", meta);
+}
+
+Result<AvgStateReply> AvgStateReply::decode(MapReader in) {
+  AvgStateReply m;
+  in.get("key", m.key).get("epoch", m.epoch).get("schema", m.schema_hash).get("total", m.total)
+      .get("off", m.offset).get("len", m.length).get("codec", m.codec).get_optional("load", m.downloads);
+  DEDLOC_RETURN_IF_ERROR(in.status());
+  if (m.key.empty() || m.key.size() > kMaxStateKeyBytes) return malformed(kName, "state key of bad length");
+  if (m.schema_hash.size() != kSchemaHashBytes) return malformed(kName, "a schema hash must have 32 bytes");
+  if (m.total > kMaxStateElements) return malformed(kName, "state size over the limit");
+  DEDLOC_RETURN_IF_ERROR(check_stripe(m.offset, m.length, kName));
+  if (m.offset + m.length > m.total) return malformed(kName, "the stripe ends past the state's last element");
+  if (const msgpack::object* tensors = in.find("tensors")) {
+    m.described = true;
+    auto decoded = decode_tensors(*tensors, m.total);
+    if (!decoded) return decoded.status();
+    m.tensors = std::move(decoded.value());
+    if (const msgpack::object* meta = in.find("meta")) {
+      auto entries = decode_entries(*meta);
+      if (!entries) return entries.status();
+      m.metadata = std::move(entries.value());
+    }
+  }
   return m;
 }
 

@@ -7,10 +7,18 @@
 // All-reduce: each sender sends every part of the vector to the part's reducer as AvgPart (one payload
 // frame, in the sender's codec); the reducer answers each when that part is averaged, with AvgPartDelta:
 // the average minus what the sender sent, in the same codec.
+// State download: a joiner asks a donor for its training state with AvgStateRequest, one bounded stripe of
+// the flattened tensors at a time (and the state's description first); the donor answers each with
+// AvgStateReply (the epoch and schema hash the stripe belongs to, and the stripe in one payload frame), or
+// with an ErrorReply (kRefused "busy: N downloads in progress" when it already serves its limit).
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "dedloc/core/status.hpp"
@@ -101,6 +109,67 @@ struct AvgPartDelta {
 
   void encode(MapWriter& out) const;
   static Result<AvgPartDelta> decode(MapReader in);
+};
+
+// ---- State download (DESIGN §5) ----
+
+inline constexpr size_t kMaxStateKeyBytes = 256;
+inline constexpr size_t kMaxStateTensors = 16384;          // the description must also fit the 1 MiB header
+inline constexpr size_t kMaxTensorNameBytes = 1024;
+inline constexpr size_t kMaxTensorRank = 16;
+inline constexpr size_t kMaxStateEntries = 1024;           // free-form metadata entries
+inline constexpr size_t kMaxStateEntryKeyBytes = 256;
+inline constexpr size_t kMaxStateEntryStringBytes = 4096;
+inline constexpr std::uint64_t kMaxStateElements = std::uint64_t{1} << 48;
+inline constexpr std::uint64_t kMaxStatePartElements = std::uint64_t{1} << 22;  // 16 MiB of float32 per reply
+
+// One tensor of a training state: its name and row-major shape ({} is a scalar: one element).
+struct StateTensor {
+  std::string name;
+  std::vector<std::uint64_t> shape;
+
+  // The product of the dimensions; nullopt when it exceeds kMaxStateElements.
+  std::optional<std::uint64_t> elements() const;
+  bool operator==(const StateTensor&) const = default;
+};
+
+// A free-form metadata value: a number (integers travel as msgpack integers and come back as doubles, so
+// exact up to 2^53) or a string.
+using StateValue = std::variant<double, std::string>;
+using StateEntries = std::map<std::string, StateValue, std::less<>>;
+
+struct AvgStateRequest {
+  static constexpr MessageType kType = MessageType::kAvgStateRequest;
+  static constexpr std::string_view kName = "AvgStateRequest";
+  std::string key;                     // whose state: the run id
+  std::optional<std::uint64_t> epoch;  // only this epoch's state; absent: the donor's newest (a first request)
+  std::uint64_t offset = 0;            // first element of the stripe, in the tensors flattened in order
+  std::uint64_t length = 0;            // elements wanted (<= kMaxStatePartElements); 0: no payload
+  std::uint64_t codec = 0;             // avg::Codec of the payload
+  bool describe = false;               // put the tensors' names and shapes and the metadata in the reply
+  bool done = false;                   // the downloader is finished here: the donor frees its slot
+
+  void encode(MapWriter& out) const;
+  static Result<AvgStateRequest> decode(MapReader in);
+};
+
+struct AvgStateReply {
+  static constexpr MessageType kType = MessageType::kAvgStateReply;
+  static constexpr std::string_view kName = "AvgStateReply";
+  std::string key;
+  std::uint64_t epoch = 0;         // of the snapshot this reply comes from
+  Bytes schema_hash;               // kSchemaHashBytes: BLAKE2b-256 of the tensors' names and shapes, in order
+  std::uint64_t total = 0;         // elements of all tensors
+  std::uint64_t offset = 0;        // the stripe in the payload frame (no frame when length is 0)
+  std::uint64_t length = 0;
+  std::uint64_t codec = 0;
+  std::uint64_t downloads = 0;     // downloads the donor serves now, this one included
+  bool described = false;          // the two fields below were sent (the request asked to describe)
+  std::vector<StateTensor> tensors;  // in flattening order; their elements sum to `total`
+  StateEntries metadata;
+
+  void encode(MapWriter& out) const;
+  static Result<AvgStateReply> decode(MapReader in);
 };
 
 }  // namespace dedloc::wire

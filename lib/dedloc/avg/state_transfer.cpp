@@ -1,0 +1,644 @@
+#include "dedloc/avg/state_transfer.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "dedloc/core/blocking_queue.hpp"
+#include "dedloc/dht/record_schema.hpp"
+#include "dedloc/wire/unpack.hpp"
+
+namespace dedloc::avg {
+
+namespace {
+
+constexpr std::string_view kLog = "state";
+// How long a "done" notice may take; nobody waits for it.
+constexpr Duration kDoneTimeout = std::chrono::seconds(2);
+// Outcomes are due by the caller's deadline (every call's own deadline is within it); this much more is
+// allowed for the client's loop to report them before the download gives up waiting.
+constexpr Duration kOutcomeSlack = std::chrono::milliseconds(250);
+// Failures named in an error message (the rest are counted).
+constexpr size_t kReasonsShown = 6;
+
+ByteSpan bytes_of(const zmq::message_t& message) {
+  return {static_cast<const std::uint8_t*>(message.data()), message.size()};
+}
+
+std::string short_hash(const Bytes& hash) { return to_hex(ByteSpan(hash).first(std::min<size_t>(hash.size(), 6))) + "…"; }
+
+// ZeroMQ is done with a frame that pointed into a snapshot.
+void release_snapshot(void* /*data*/, void* hint) { delete static_cast<std::shared_ptr<const TrainingState>*>(hint); }
+
+double load_ratio(const DonorInfo& d) {
+  if (d.max_downloads == 0) return static_cast<double>(d.downloads);
+  return static_cast<double>(d.downloads) / static_cast<double>(d.max_downloads);
+}
+
+}  // namespace
+
+// ---- Donors in the DHT ----
+
+std::string donors_key(std::string_view run_id) { return std::string(run_id) + "_donors"; }
+
+Result<dht::StoreResult> advertise_donor(dht::Node& node, std::string_view run_id, const DonorInfo& donor,
+                                         Duration ttl, Deadline deadline, const Clock& clock) {
+  if (donor.address.endpoint.empty()) return error(Code::kInvalidArgument, "a donor needs an endpoint to advertise");
+  wire::MapWriter value;
+  value.put("ep", std::string_view(donor.address.endpoint))
+      .put("epoch", donor.epoch)
+      .put("load", donor.downloads)
+      .put("max", donor.max_downloads)
+      .put("prio", donor.priority);
+  std::string subkey = donor.address.to_string();
+  double expiration = clock.unix_seconds() + std::chrono::duration<double>(ttl).count();
+  return node.store(donors_key(run_id), Bytes(subkey.begin(), subkey.end()), value.to_bytes(), expiration, deadline);
+}
+
+Result<std::vector<DonorInfo>> list_donors(dht::Node& node, std::string_view run_id, Deadline deadline) {
+  auto found = node.get(donors_key(run_id), dht::GetMode::kLatest, deadline);
+  if (!found) return found.status();
+  std::vector<DonorInfo> donors;
+  if (!found->has_value()) return donors;
+  for (const auto& entry : (*found)->entries) {
+    if (!entry.subkey || entry.value.empty()) continue;  // not a donor's entry, or a withdrawn one
+    auto address = net::PeerAddress::parse(std::string_view(reinterpret_cast<const char*>(entry.subkey->data()),
+                                                            entry.subkey->size()));
+    auto handle = wire::unpack_bounded(entry.value, wire::Limits{}, "donor record");
+    if (!address || !handle) continue;
+    auto reader = wire::MapReader::of((*handle)->get(), "donor record");
+    if (!reader) continue;
+    DonorInfo d;
+    reader->get("ep", d.address.endpoint).get("epoch", d.epoch).get_optional("load", d.downloads)
+        .get_optional("max", d.max_downloads).get_optional("prio", d.priority);
+    if (!reader->status().is_ok() || d.address.endpoint.empty()) continue;
+    d.address.peer_id = address->peer_id;
+    d.expiration = entry.expiration;
+    donors.push_back(std::move(d));
+  }
+  return donors;
+}
+
+void add_donor_schema(dht::RecordValidator& validator) {
+  using dht::FieldKind;
+  validator.add_schema("_donors", dht::map_schema("donor record", {{"ep", FieldKind::kString},
+                                                                   {"epoch", FieldKind::kCount},
+                                                                   {"load", FieldKind::kCount, false},
+                                                                   {"max", FieldKind::kCount, false},
+                                                                   {"prio", FieldKind::kNumber, false}}));
+}
+
+std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_64& rng) {
+  std::shuffle(donors.begin(), donors.end(), rng);
+  std::stable_sort(donors.begin(), donors.end(), [](const DonorInfo& a, const DonorInfo& b) {
+    if (a.epoch != b.epoch) return a.epoch > b.epoch;
+    double la = load_ratio(a), lb = load_ratio(b);
+    if (la != lb) return la < lb;
+    return a.priority > b.priority;
+  });
+  return donors;
+}
+
+// ---- Serving ----
+
+struct StateServer::Core {
+  struct Slot {
+    Snapshot snapshot;  // pinned: what this downloader is being served
+    TimePoint last_seen{};
+  };
+
+  StateServerOptions options;
+  SnapshotSource source;
+
+  mutable std::mutex mutex;  // guards everything below
+  Snapshot published;
+  bool closed = false;
+  std::map<crypto::PeerId, Slot> slots;
+  StateServerStats stats;
+
+  Snapshot current() const {
+    if (source) return source();
+    std::lock_guard lock(mutex);
+    return published;
+  }
+
+  void serve(wire::AvgStateRequest&& request, net::Incoming&& incoming, net::Replier replier);
+};
+
+void StateServer::Core::serve(wire::AvgStateRequest&& request, net::Incoming&& incoming, net::Replier replier) {
+  const crypto::PeerId peer = incoming.envelope().sender;
+  if (request.key != options.run_id) {
+    return replier.fail(error(Code::kNotFound, "no state of '" + request.key + "' here (this donor serves '" +
+                                                   options.run_id + "')"));
+  }
+  auto codec = codec_from_wire(request.codec);
+  if (!codec) return replier.fail(codec.status());
+  if (request.length > options.max_part_elements) {
+    return replier.fail(error(Code::kTooLarge, "a stripe of " + std::to_string(request.length) +
+                                                   " elements is over this donor's limit of " +
+                                                   std::to_string(options.max_part_elements)));
+  }
+  Snapshot fresh = current();  // outside the lock: the source is the owner's code
+
+  std::unique_lock lock(mutex);
+  if (closed) return replier.fail(error(Code::kUnavailable, "this donor is shutting down"));
+  const TimePoint now = options.clock->now();
+  for (auto it = slots.begin(); it != slots.end();) {
+    it = now - it->second.last_seen > options.idle_release ? slots.erase(it) : std::next(it);
+  }
+  stats.downloads = slots.size();
+
+  auto slot = slots.find(peer);
+  Snapshot snapshot;
+  if (request.done) {
+    snapshot = slot != slots.end() ? slot->second.snapshot : fresh;
+    if (slot != slots.end()) slots.erase(slot);
+    stats.downloads = slots.size();
+    if (!snapshot) return replier.fail(error(Code::kUnavailable, "no state to serve yet"));
+    request.length = 0;
+    request.offset = 0;
+    request.describe = false;
+  } else {
+    bool new_slot = false;
+    if (slot == slots.end()) {
+      if (slots.size() >= options.max_downloads) {
+        ++stats.refused_busy;
+        return replier.fail(error(Code::kRefused, "busy: " + std::to_string(slots.size()) + " downloads in progress"));
+      }
+      if (!fresh) return replier.fail(error(Code::kUnavailable, "no state to serve yet"));
+      slot = slots.emplace(peer, Slot{fresh, now}).first;
+      new_slot = true;
+      stats.peak_downloads = std::max(stats.peak_downloads, slots.size());
+    }
+    slot->second.last_seen = now;
+    if (request.epoch) {
+      if (slot->second.snapshot->epoch() != *request.epoch) {
+        if (fresh && fresh->epoch() == *request.epoch) {
+          slot->second.snapshot = fresh;
+        } else {
+          ++stats.refused_epoch;
+          std::uint64_t held = fresh ? fresh->epoch() : slot->second.snapshot->epoch();
+          if (new_slot) slots.erase(slot);
+          stats.downloads = slots.size();
+          return replier.fail(error(Code::kNotFound, "epoch " + std::to_string(*request.epoch) +
+                                                         " is not held here (serving epoch " + std::to_string(held) + ")"));
+        }
+      }
+    } else if (fresh) {
+      slot->second.snapshot = fresh;  // a first request: the newest we have
+    }
+    snapshot = slot->second.snapshot;
+    stats.downloads = slots.size();
+  }
+  const std::uint64_t total = snapshot->total_elements();
+  if (request.offset > total || request.length > total - request.offset) {
+    return replier.fail(error(Code::kInvalidArgument, "stripe [" + std::to_string(request.offset) + ", " +
+                                                          std::to_string(request.offset + request.length) +
+                                                          ") is past the state's " + std::to_string(total) +
+                                                          " elements"));
+  }
+  if (request.describe) ++stats.descriptions;
+  if (request.length > 0) {
+    ++stats.parts;
+    stats.elements += request.length;
+  }
+  const std::uint64_t load = slots.size();
+  lock.unlock();
+
+  wire::AvgStateReply reply;
+  reply.key = options.run_id;
+  reply.epoch = snapshot->epoch();
+  reply.schema_hash = snapshot->schema_hash();
+  reply.total = total;
+  reply.offset = request.offset;
+  reply.length = request.length;
+  reply.codec = request.codec;
+  reply.downloads = load;
+  if (request.describe) {
+    reply.described = true;
+    reply.tensors = snapshot->tensors();
+    reply.metadata = snapshot->metadata.entries;
+  }
+  std::vector<zmq::message_t> frames;
+  if (request.length > 0) {
+    auto values = snapshot->flat().subspan(static_cast<size_t>(request.offset), static_cast<size_t>(request.length));
+    if (*codec == Codec::kNone && std::endian::native == std::endian::little) {
+      // The snapshot's memory is already the wire format: send it without a copy, keeping the snapshot
+      // alive until ZeroMQ has sent it.
+      auto* keep = new Snapshot(snapshot);
+      frames.emplace_back(const_cast<float*>(values.data()), values.size_bytes(), &release_snapshot, keep);
+    } else {
+      zmq::message_t frame(encoded_bytes(*codec, values.size()));
+      encode(*codec, values, {static_cast<std::uint8_t*>(frame.data()), frame.size()});
+      frames.push_back(std::move(frame));
+    }
+  }
+  replier.reply(reply, std::move(frames));
+}
+
+StateServer::StateServer(net::Server& server, StateServerOptions options, SnapshotSource source)
+    : core_(std::make_shared<Core>()) {
+  core_->options = std::move(options);
+  core_->source = std::move(source);
+  server.handle<wire::AvgStateRequest>(
+      [core = core_](wire::AvgStateRequest&& request, net::Incoming&& incoming, net::Replier replier) {
+        core->serve(std::move(request), std::move(incoming), std::move(replier));
+      });
+}
+
+StateServer::~StateServer() {
+  std::lock_guard lock(core_->mutex);
+  core_->closed = true;
+  core_->slots.clear();
+  core_->published.reset();
+}
+
+void StateServer::set_state(Snapshot state) {
+  std::lock_guard lock(core_->mutex);
+  core_->published = std::move(state);
+}
+
+StateServer::Snapshot StateServer::state() const { return core_->current(); }
+
+StateServerStats StateServer::stats() const {
+  std::lock_guard lock(core_->mutex);
+  return core_->stats;
+}
+
+DonorInfo StateServer::donor_info(const net::PeerAddress& address, double priority) const {
+  DonorInfo d;
+  d.address = address;
+  d.priority = priority;
+  d.max_downloads = core_->options.max_downloads;
+  if (Snapshot s = state()) d.epoch = s->epoch();
+  std::lock_guard lock(core_->mutex);
+  d.downloads = core_->slots.size();
+  return d;
+}
+
+// ---- Downloading ----
+
+namespace {
+
+class Downloader {
+ public:
+  Downloader(net::Client& client, std::vector<DonorInfo> ranked, const DownloadOptions& options, Deadline deadline)
+      : client_(client), options_(options), deadline_(deadline) {
+    for (auto& info : ranked) {
+      Donor d;
+      d.label = info.address.to_string();
+      d.info = std::move(info);
+      donors_.push_back(std::move(d));
+    }
+  }
+
+  Result<DownloadedState> run() {
+    Status status = describe();
+    if (status.is_ok()) status = choose();
+    if (status.is_ok()) status = fetch();
+    release();
+    DEDLOC_RETURN_IF_ERROR(status);
+    DownloadedState out{std::move(state_), {}};
+    for (size_t i : asked_) {
+      const Donor& d = donors_[i];
+      out.donors.push_back({d.label, d.description ? d.description->epoch : 0, d.parts, d.elements, d.failure});
+    }
+    return out;
+  }
+
+ private:
+  enum class Stage { kUntried, kAsked, kDescribed, kActive, kReleased, kFailed };
+  struct Donor {
+    DonorInfo info;
+    std::string label;
+    Stage stage = Stage::kUntried;
+    bool asked = false;
+    bool slot = false;  // it may hold a slot for us: tell it "done" at the end
+    std::optional<wire::AvgStateReply> description;
+    size_t in_flight = 0;
+    std::uint64_t parts = 0, elements = 0;
+    Status failure;
+  };
+  struct Pending {
+    size_t donor = 0;
+    std::optional<size_t> part;  // none: a description
+  };
+  struct Outcome {
+    std::uint64_t token = 0;
+    Result<net::Incoming> reply;
+  };
+  using Queue = BlockingQueue<Outcome>;
+
+  void send(size_t donor, const wire::AvgStateRequest& request, std::optional<size_t> part) {
+    Donor& d = donors_[donor];
+    if (!d.asked) asked_.push_back(donor);
+    d.asked = true;
+    d.slot = true;
+    ++d.in_flight;
+    std::uint64_t token = ++tokens_;
+    pending_[token] = {donor, part};
+    Deadline call_deadline = Deadline::after(std::min(options_.request_timeout, deadline_.remaining()));
+    client_.call(d.info.address.endpoint, net::Outgoing::of(request), call_deadline,
+                 [queue = queue_, token](Result<net::Incoming>&& reply) { queue->push(Outcome{token, std::move(reply)}); });
+  }
+
+  // The next outcome of ours, or nullopt when the deadline passed first. Outcomes of requests already
+  // written off (their donor failed) are skipped.
+  std::optional<std::pair<Pending, Result<net::Incoming>>> next_outcome() {
+    while (!pending_.empty()) {
+      auto outcome = queue_->pop(Deadline{deadline_.at + kOutcomeSlack});
+      if (!outcome) return std::nullopt;
+      auto it = pending_.find(outcome->token);
+      if (it == pending_.end()) continue;
+      Pending p = it->second;
+      pending_.erase(it);
+      --donors_[p.donor].in_flight;
+      return std::make_pair(p, std::move(outcome->reply));
+    }
+    return std::nullopt;
+  }
+
+  // Drops a donor after `why`, the outcome of a request whose reply was `reply`.
+  void fail(size_t donor, Status why, const Result<net::Incoming>& reply) {
+    Donor& d = donors_[donor];
+    const Code code = reply.status().code();
+    const bool declined = code == Code::kRefused || code == Code::kNotFound;  // busy, or moved on: expected
+    Logger::Line(options_.log, declined ? LogLevel::kInfo : LogLevel::kWarning, kLog)
+        << "dropping donor " << d.label << ": " << why.to_string();
+    if (declined) d.slot = false;  // it said no: it kept no slot for us
+    d.stage = Stage::kFailed;
+    d.failure = std::move(why);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.donor != donor) {
+        ++it;
+        continue;
+      }
+      if (it->second.part) queue_parts_.push_front(*it->second.part);
+      it = pending_.erase(it);
+    }
+    d.in_flight = 0;
+  }
+
+  Status check_sender(const Donor& d, const net::Incoming& reply) const {
+    const auto& expected = d.info.address.peer_id;
+    if (expected && reply.envelope().sender != *expected) {
+      return error(Code::kUnauthorized, "answered by peer " + reply.envelope().sender.short_string() +
+                                            ", not the donor listed");
+    }
+    return {};
+  }
+
+  // Step 2: descriptions from up to K donors (more when some fail), newest advertised epochs first.
+  Status describe() {
+    std::optional<std::uint64_t> best;
+    size_t next = 0;
+    for (;;) {
+      size_t good = 0;
+      for (const auto& d : donors_) good += d.stage == Stage::kDescribed && best && d.description->epoch == *best;
+      if (good >= options_.max_donors) break;
+      size_t batch = 0;
+      while (batch < options_.max_donors - good && next < donors_.size()) {
+        const DonorInfo& info = donors_[next].info;
+        // The rest advertise older epochs: asking them would only hold their slots (an advert is refreshed
+        // when its donor's epoch changes, so it is rarely stale for long).
+        if (best && info.expiration > 0 && info.epoch < *best) break;
+        wire::AvgStateRequest request;
+        request.key = options_.run_id;
+        request.codec = static_cast<std::uint64_t>(options_.codec);
+        request.describe = true;
+        send(next, request, std::nullopt);
+        donors_[next].stage = Stage::kAsked;
+        ++next, ++batch;
+      }
+      if (batch == 0) break;
+      while (!pending_.empty()) {
+        auto outcome = next_outcome();
+        if (!outcome) return give_up("while asking donors to describe their state");
+        auto& [p, reply] = *outcome;
+        Status ok = take_description(p.donor, reply);
+        if (!ok.is_ok()) {
+          fail(p.donor, ok, reply);
+          continue;
+        }
+        std::uint64_t epoch = donors_[p.donor].description->epoch;
+        if (!best || epoch > *best) best = epoch;
+      }
+    }
+    return {};
+  }
+
+  Status take_description(size_t donor, const Result<net::Incoming>& reply) {
+    if (!reply) return reply.status();
+    Donor& d = donors_[donor];
+    DEDLOC_RETURN_IF_ERROR(check_sender(d, *reply));
+    auto m = reply->decode<wire::AvgStateReply>();
+    if (!m) return m.status();
+    if (!m->described || m->key != options_.run_id) return error(Code::kMalformed, "the donor did not describe its state");
+    if (schema_hash(m->tensors) != m->schema_hash) {
+      return error(Code::kMalformed, "the donor's tensors do not match its schema hash");
+    }
+    if (options_.expected_schema && m->schema_hash != *options_.expected_schema) {
+      return error(Code::kRefused, "a state of another schema (" + short_hash(m->schema_hash) + ", ours is " +
+                                       short_hash(*options_.expected_schema) + ")");
+    }
+    d.description = std::move(m.value());
+    d.stage = Stage::kDescribed;
+    return {};
+  }
+
+  // Step 2, the choice: the newest epoch, one schema; the state to fill in.
+  Status choose() {
+    std::vector<size_t> described;
+    for (size_t i = 0; i < donors_.size(); ++i) {
+      if (donors_[i].stage == Stage::kDescribed) described.push_back(i);
+    }
+    if (described.empty()) return no_donor("");
+    epoch_ = 0;
+    for (size_t i : described) epoch_ = std::max(epoch_, donors_[i].description->epoch);
+    std::optional<size_t> first_index;
+    for (size_t i : described) {
+      Donor& d = donors_[i];
+      if (d.description->epoch != epoch_) {
+        notify_done(d);  // an older state: not used, free its slot now
+        d.stage = Stage::kReleased;
+        continue;
+      }
+      if (!first_index) {
+        first_index = i;
+      } else if (const Donor& f = donors_[*first_index]; d.description->schema_hash != f.description->schema_hash) {
+        return error(Code::kRefused, "donors disagree on schema at epoch " + std::to_string(epoch_) + ": " + f.label +
+                                         " has " + short_hash(f.description->schema_hash) + ", " + d.label + " has " +
+                                         short_hash(d.description->schema_hash));
+      }
+      d.stage = Stage::kActive;
+    }
+    const wire::AvgStateReply* first = &*donors_[*first_index].description;
+    schema_ = first->schema_hash;
+    auto state = TrainingState::with_tensors(first->tensors, StateMetadata{epoch_, first->metadata});
+    if (!state) return state.status().with_context("the donors' state");
+    state_ = std::move(state.value());
+    options_.log->info(kLog) << "downloading epoch " << epoch_ << " (" << state_.size() << " tensors, "
+                             << state_.total_elements() << " elements) from up to " << options_.max_donors
+                             << " donors";
+    return {};
+  }
+
+  // Steps 3 and 4: the parts, striped over the active donors.
+  Status fetch() {
+    const std::uint64_t total = state_.total_elements();
+    const std::uint64_t part = options_.part_elements;
+    const size_t parts = static_cast<size_t>((total + part - 1) / part);
+    for (size_t i = 0; i < parts; ++i) queue_parts_.push_back(i);
+    size_t done = 0;
+    while (done < parts) {
+      size_t active = 0;
+      for (const auto& d : donors_) active += d.stage == Stage::kActive;
+      for (size_t i = 0; i < donors_.size() && active < options_.max_donors; ++i) {
+        const Donor& d = donors_[i];
+        // A spare: its first part tells whether it has our epoch. One advertised at an older epoch has not.
+        if (d.stage != Stage::kUntried || (d.info.expiration > 0 && d.info.epoch < epoch_)) continue;
+        donors_[i].stage = Stage::kActive;
+        ++active;
+      }
+      for (size_t i = 0; i < donors_.size() && !queue_parts_.empty(); ++i) {
+        Donor& d = donors_[i];
+        while (d.stage == Stage::kActive && d.in_flight < options_.window && !queue_parts_.empty()) {
+          size_t index = queue_parts_.front();
+          queue_parts_.pop_front();
+          wire::AvgStateRequest request;
+          request.key = options_.run_id;
+          request.epoch = epoch_;
+          request.offset = index * part;
+          request.length = std::min(part, total - request.offset);
+          request.codec = static_cast<std::uint64_t>(options_.codec);
+          send(i, request, index);
+        }
+      }
+      if (pending_.empty()) {
+        return no_donor(" for the rest of the state (" + std::to_string(parts - done) + " of " +
+                        std::to_string(parts) + " parts missing)");
+      }
+      auto outcome = next_outcome();
+      if (!outcome) return give_up("with " + std::to_string(parts - done) + " of " + std::to_string(parts) + " parts missing");
+      auto& [p, reply] = *outcome;
+      Status ok = take_part(p.donor, *p.part, reply);
+      if (ok.is_ok()) {
+        ++done;
+      } else {
+        queue_parts_.push_front(*p.part);
+        fail(p.donor, ok, reply);
+      }
+    }
+    return {};
+  }
+
+  Status take_part(size_t donor, size_t index, const Result<net::Incoming>& reply) {
+    if (!reply) return reply.status();
+    Donor& d = donors_[donor];
+    DEDLOC_RETURN_IF_ERROR(check_sender(d, *reply));
+    auto m = reply->decode<wire::AvgStateReply>();
+    if (!m) return m.status();
+    const std::uint64_t offset = index * options_.part_elements;
+    const std::uint64_t length = std::min(options_.part_elements, state_.total_elements() - offset);
+    if (m->epoch != epoch_) return error(Code::kRefused, "sent epoch " + std::to_string(m->epoch) + ", not " + std::to_string(epoch_));
+    if (m->schema_hash != schema_ || m->total != state_.total_elements()) {
+      return error(Code::kRefused, "holds a state of another schema (" + short_hash(m->schema_hash) + ")");
+    }
+    if (m->offset != offset || m->length != length || m->codec != static_cast<std::uint64_t>(options_.codec) ||
+        reply->frames.size() != 1) {
+      return error(Code::kMalformed, "answered part " + std::to_string(index) + " with another stripe or codec");
+    }
+    auto target = state_.flat().subspan(static_cast<size_t>(offset), static_cast<size_t>(length));
+    DEDLOC_RETURN_IF_ERROR(decode(options_.codec, bytes_of(reply->frames[0]), target));
+    ++d.parts;
+    d.elements += length;
+    return {};
+  }
+
+  void notify_done(Donor& d) {
+    if (!d.slot) return;
+    d.slot = false;
+    wire::AvgStateRequest request;
+    request.key = options_.run_id;
+    request.done = true;
+    client_.call(d.info.address.endpoint, net::Outgoing::of(request), Deadline::after(kDoneTimeout),
+                 [](Result<net::Incoming>&&) {});
+  }
+
+  // Step 5 (also for donors we dropped: one that answered wrongly may still hold a slot for us).
+  void release() {
+    for (auto& d : donors_) notify_done(d);
+  }
+
+  std::string reasons() const {
+    std::string out;
+    size_t shown = 0, failed = 0;
+    for (size_t i : asked_) {
+      const Donor& d = donors_[i];
+      if (d.failure.is_ok()) continue;
+      ++failed;
+      if (shown == kReasonsShown) continue;
+      out += (shown++ ? "; " : "") + d.label + ": " + d.failure.to_string();
+    }
+    if (failed > shown) out += "; and " + std::to_string(failed - shown) + " more";
+    return out;
+  }
+
+  Status no_donor(const std::string& what) const {
+    if (deadline_.passed()) return give_up(what);
+    return error(Code::kUnavailable, "no donor reachable" + what + ": " + reasons());
+  }
+
+  Status give_up(const std::string& what) const {
+    std::string why = reasons();
+    return error(Code::kTimeout, "state download ran out of time " + what + (why.empty() ? "" : " (" + why + ")"));
+  }
+
+  net::Client& client_;
+  const DownloadOptions& options_;
+  Deadline deadline_;
+  std::vector<Donor> donors_;   // ranked
+  std::vector<size_t> asked_;   // donors in the order first asked
+  std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();  // outlives us: late replies land here
+  std::map<std::uint64_t, Pending> pending_;
+  std::uint64_t tokens_ = 0;
+  std::deque<size_t> queue_parts_;  // parts to ask for, retried ones first
+  std::uint64_t epoch_ = 0;
+  Bytes schema_;
+  TrainingState state_;
+};
+
+}  // namespace
+
+Result<DownloadedState> download_state(net::Client& client, std::vector<DonorInfo> donors,
+                                       const DownloadOptions& options, Deadline deadline) {
+  if (options.run_id.empty() || options.run_id.size() > wire::kMaxStateKeyBytes) {
+    return error(Code::kInvalidArgument, "state download: the run id must have 1 to " +
+                                             std::to_string(wire::kMaxStateKeyBytes) + " bytes");
+  }
+  if (options.max_donors == 0 || options.window == 0) {
+    return error(Code::kInvalidArgument, "state download: max_donors and window must be at least 1");
+  }
+  if (options.part_elements == 0 || options.part_elements > wire::kMaxStatePartElements) {
+    return error(Code::kInvalidArgument, "state download: part_elements must be 1 to " +
+                                             std::to_string(wire::kMaxStatePartElements));
+  }
+  std::erase_if(donors, [&](const DonorInfo& d) {
+    return std::find(options.exclude.begin(), options.exclude.end(), d.address.endpoint) != options.exclude.end();
+  });
+  if (donors.empty()) return error(Code::kNotFound, "no state donor to ask for '" + options.run_id + "'");
+  std::mt19937_64 rng(options.seed != 0 ? options.seed : std::random_device{}());
+  return Downloader(client, rank_donors(std::move(donors), rng), options, deadline).run();
+}
+
+Result<DownloadedState> download_state(dht::Node& node, net::Client& client, const DownloadOptions& options,
+                                       Deadline deadline) {
+  auto donors = list_donors(node, options.run_id, deadline);
+  if (!donors) return donors.status().with_context("listing state donors");
+  if (donors->empty()) return error(Code::kNotFound, "no state donor listed under '" + donors_key(options.run_id) + "'");
+  return download_state(client, std::move(donors.value()), options, deadline);
+}
+
+}  // namespace dedloc::avg
