@@ -1,9 +1,12 @@
 #include "dedloc/avg/all_reduce.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
 
+#include "dedloc/avg/float_ops.hpp"
 #include "dedloc/avg/reducer.hpp"
 
 namespace dedloc::avg {
@@ -19,6 +22,69 @@ constexpr Duration kCheckInterval = std::chrono::milliseconds(20);
 ByteSpan bytes_of(const zmq::message_t& message) {
   return {static_cast<const std::uint8_t*>(message.data()), message.size()};
 }
+
+// ZeroMQ mallocs every message it receives (here every part and every delta, 0.5-4 MiB each). glibc's
+// defaults serve such sizes with fresh mmap()s, or give freed heap memory back to the system (trim), so
+// every part would land in fresh pages: ≈ 10 µs per 4 KiB page on these machines, several times what
+// loopback TCP takes to fill it (DESIGN §6); measured, a 4-peer 64 MiB round took 3.6x longer. With
+// freed memory kept, ZeroMQ's buffers are warm from the second part on. The cost: memory the process
+// frees stays mapped, up to its peak use (allocations over 32 MiB still get their own mapping).
+void keep_freed_memory() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+#if defined(__GLIBC__)
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest; setting it also stops its dynamic adjustment
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+  });
+}
+
+}  // namespace
+
+// The memory of the parts we send, touched once and reused between parts and rounds (DESIGN §6: a fresh
+// page costs more than the network takes to move it). A frame lends ZeroMQ one buffer (zero-copy); ZeroMQ
+// gives it back, from its I/O thread, once the bytes are written to the socket or the message is dropped.
+// A lent buffer keeps the pool alive, so frames may outlive the AllReduce. The pool grows to the most
+// frames in flight at once (about window × reducers) and keeps them.
+class FramePool : public std::enable_shared_from_this<FramePool> {
+ public:
+  // A frame of `bytes` bytes (contents unspecified), backed by a pooled buffer.
+  zmq::message_t take(size_t bytes) {
+    Buffer* buffer = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        buffer = free_.back();
+        free_.pop_back();
+      } else {
+        all_.push_back(std::make_unique<Buffer>());
+        buffer = all_.back().get();
+      }
+    }
+    if (buffer->bytes.size() < bytes) buffer->bytes.resize(bytes);
+    buffer->pool = shared_from_this();
+    return zmq::message_t(buffer->bytes.data(), bytes, &FramePool::give_back, buffer);
+  }
+
+ private:
+  struct Buffer {
+    std::vector<std::uint8_t> bytes;
+    std::shared_ptr<FramePool> pool;  // set while ZeroMQ holds the buffer
+  };
+
+  static void give_back(void* /*data*/, void* hint) {
+    auto* buffer = static_cast<Buffer*>(hint);
+    std::shared_ptr<FramePool> pool = std::move(buffer->pool);  // may be the last reference: released last
+    std::lock_guard lock(pool->mutex_);
+    pool->free_.push_back(buffer);
+  }
+
+  std::mutex mutex_;
+  std::vector<Buffer*> free_;
+  std::vector<std::unique_ptr<Buffer>> all_;
+};
+
+namespace {
 
 // The sending half of one round: our parts to every other reducer, `window` at a time, and the deltas
 // they return. Completions run on the client's loop thread; the caller's thread starts sends and retries.
@@ -40,6 +106,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
   double weight = 0;
   AllReduceOptions options;
   std::vector<float>* scratch = nullptr;
+  FramePool* pool = nullptr;
 
   std::mutex mutex;
   std::condition_variable changed;
@@ -54,17 +121,34 @@ struct Sender : std::enable_shared_from_this<Sender> {
     return std::all_of(reducers.begin(), reducers.end(), [](const ToReducer& r) { return r.unresolved == 0; });
   }
 
-  // Sends what the window allows to reducer `slot`. Under `mutex`.
-  void fill_window(size_t slot, Deadline deadline) {
-    ToReducer& r = reducers[slot];
-    while (!r.failed && r.in_flight < options.window && r.next < r.parts.size()) send(slot, r.next++, deadline);
+  // Sends what the windows allow: at most `window` parts to each reducer and `max_in_flight` to all
+  // together, each to the reducer furthest behind (every reducer waits for every sender, so even progress
+  // keeps them all busy). Under `mutex`.
+  void fill_windows(Deadline deadline) {
+    size_t total = 0;
+    for (const ToReducer& r : reducers) total += r.in_flight;
+    const size_t cap = options.max_in_flight == 0 ? SIZE_MAX : options.max_in_flight;
+    while (total < cap) {
+      size_t best = reducers.size();
+      for (size_t slot = 0; slot < reducers.size(); ++slot) {
+        const ToReducer& r = reducers[slot];
+        if (r.failed || r.in_flight >= options.window || r.next >= r.parts.size()) continue;
+        // Less of its share sent (r.next / r.parts.size() smaller), compared without division.
+        if (best == reducers.size() || r.next * reducers[best].parts.size() < reducers[best].next * r.parts.size()) {
+          best = slot;
+        }
+      }
+      if (best == reducers.size()) break;
+      send(best, reducers[best].next++, deadline);
+      ++total;
+    }
   }
 
   void send(size_t slot, size_t position, Deadline deadline) {
     ToReducer& r = reducers[slot];
     const Part& part = r.parts[position];
     std::span<const float> values = vector.subspan(static_cast<size_t>(part.begin), part.size());
-    zmq::message_t frame(encoded_bytes(options.codec, values.size()));
+    zmq::message_t frame = pool->take(encoded_bytes(options.codec, values.size()));
     encode(options.codec, values, {static_cast<std::uint8_t*>(frame.data()), frame.size()});
     std::vector<zmq::message_t> frames;
     frames.push_back(std::move(frame));
@@ -78,6 +162,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
                  [self = shared_from_this(), slot, position, deadline](Result<net::Incoming>&& reply) {
                    self->on_reply(slot, position, std::move(reply), deadline);
                  });
+    if (options.on_progress) options.on_progress();
   }
 
   void on_reply(size_t slot, size_t position, Result<net::Incoming>&& reply, Deadline deadline) {
@@ -104,8 +189,10 @@ struct Sender : std::enable_shared_from_this<Sender> {
         Logger::Line(log, LogLevel::kWarning, "avg") << "part " << part.index << " kept unaveraged: " << applied.to_string();
       }
     }
-    fill_window(slot, deadline);
-    changed.notify_all();
+    fill_windows(deadline);
+    // The caller waits for the end (and for retries, above): waking it for every delta would cost two
+    // context switches a part for nothing.
+    if (done_locked()) changed.notify_all();
   }
 
   Status apply(const Part& part, const net::Incoming& reply) {
@@ -115,10 +202,27 @@ struct Sender : std::enable_shared_from_this<Sender> {
         reply.frames.size() != 1) {
       return error(Code::kMalformed, "a reducer answered part " + std::to_string(part.index) + " with another part or codec");
     }
-    std::span<float> values = std::span<float>(*scratch).first(part.size());
-    DEDLOC_RETURN_IF_ERROR(decode(options.codec, bytes_of(reply.frames[0]), values));
     std::span<float> target = vector.subspan(static_cast<size_t>(part.begin), part.size());
-    for (size_t i = 0; i < values.size(); ++i) target[i] += values[i];
+    const zmq::message_t& frame = reply.frames[0];
+    const auto* bytes = static_cast<const std::uint8_t*>(frame.data());
+    if (options.codec == Codec::kNone || options.codec == Codec::kFloat16) {
+      // Straight from the frame (fp16 a chunk at a time): no part-sized decoding pass.
+      if (frame.size() != encoded_bytes(options.codec, part.size())) {
+        return error(Code::kMalformed, "a delta of " + std::to_string(frame.size()) + " bytes for " +
+                                           std::to_string(part.size()) + " values");
+      }
+      if (options.codec == Codec::kNone) {
+        float_ops::add(target, bytes);
+      } else {
+        float_ops::for_each_fp16_chunk(bytes, part.size(), [&](size_t at, std::span<const float> chunk) {
+          float_ops::add(target.subspan(at, chunk.size()), reinterpret_cast<const std::uint8_t*>(chunk.data()));
+        });
+      }
+    } else {
+      std::span<float> values = std::span<float>(*scratch).first(part.size());
+      DEDLOC_RETURN_IF_ERROR(decode(options.codec, bytes_of(frame), values));
+      float_ops::add(target, reinterpret_cast<const std::uint8_t*>(values.data()));
+    }
     averaged_elements += part.size();
     return {};
   }
@@ -138,7 +242,8 @@ struct Sender : std::enable_shared_from_this<Sender> {
 }  // namespace
 
 AllReduce::AllReduce(net::Server& server, net::Client& client, crypto::PeerId self, Logger* log)
-    : client_(client), self_(self), log_(log) {
+    : client_(client), self_(self), log_(log), frames_(std::make_shared<FramePool>()) {
+  keep_freed_memory();
   server.handle<wire::AvgPart>([this](wire::AvgPart&& part, net::Incoming&& request, net::Replier replier) {
     on_part(std::move(part), std::move(request), std::move(replier));
   });
@@ -192,6 +297,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
   sender->options = options;
   sender->log = log_;
   sender->scratch = &send_scratch_;
+  sender->pool = frames_.get();
   buffer(send_scratch_, group.largest_part());
 
   // Our reducer first, so that parts arriving from faster members find it.
@@ -204,6 +310,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
       weight, buffer(workspace_, self.sends() ? 0 : static_cast<size_t>(my_elements)),
       buffer(reduce_scratch_, group.largest_part()), options.sender_timeout, std::chrono::steady_clock::now(),
       [sender] { sender->changed.notify_all(); });
+  if (options.on_progress) reducer->set_progress_callback(options.on_progress);
   {
     std::lock_guard lock(mutex_);
     rounds_[group.id()] = Active{group_copy, reducer};
@@ -218,7 +325,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
         sender->reducers.push_back({m, parts, 0, 0, parts.size(), false});
       }
     }
-    for (size_t slot = 0; slot < sender->reducers.size(); ++slot) sender->fill_window(slot, deadline);
+    sender->fill_windows(deadline);
   }
 
   // Wait for both halves, resending early parts, banning silent senders, bounded by the deadline.

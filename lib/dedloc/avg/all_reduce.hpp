@@ -3,6 +3,12 @@
 // deltas they return. Senders keep `window` parts in flight per reducer, so sending, reducing and
 // returning overlap.
 //
+// The window: a sender has (reducers × window) parts in flight, so even window 2 keeps 3 MiB moving per
+// sender in a group of 4 with 512 KiB parts, more than a 100 Mbit/s × 100 ms path holds. Larger windows
+// cost CPU without gaining bandwidth on fast links: parts wait longer in queues and socket buffers and go
+// cold in cache before they are reduced (bench/allreduce/README.md: on loopback with 4 peers, window 8
+// took 1.6x the CPU time of window 2 per round). Raise it for long fat paths (1 Gbit/s × 100 ms).
+//
 // Faults never make a member wait longer than its timeouts: a reducer bans senders silent past
 // `sender_timeout` (their missing parts are averaged without them); a sender gives up on a reducer that
 // does not answer a part within `reducer_timeout` (it keeps its own values for that reducer's remaining
@@ -10,6 +16,7 @@
 // reducer legitimately holds a part's answer while it waits for a slow sender.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,9 +33,13 @@ namespace dedloc::avg {
 
 struct AllReduceOptions {
   Codec codec = Codec::kNone;                        // of the parts we send (deltas come back in it too)
-  size_t window = 8;                                 // parts in flight to each reducer
+  size_t window = 2;                                 // parts in flight to each reducer (see above)
+  size_t max_in_flight = 0;                          // parts in flight to all reducers together; 0: no cap
   Duration sender_timeout = std::chrono::seconds(15);
   Duration reducer_timeout = std::chrono::seconds(30);
+  // Progress: called after each part we send and each part our reducer completes (under the round's
+  // locks: keep it short). Tests use it to kill a member at an exact point of a round.
+  std::function<void()> on_progress;
 };
 
 struct AllReduceResult {
@@ -38,12 +49,16 @@ struct AllReduceResult {
 };
 
 class ReducerRound;
+class FramePool;  // all_reduce.cpp
 
 // One peer's averaging endpoint: answers other members' parts for the round in progress, and runs rounds.
 // Buffers are kept between rounds (touching fresh memory costs more than the network here: DESIGN §6).
 class AllReduce {
  public:
   // Registers the part handler on `server` (before server.start()); `client` sends our parts.
+  // The first AllReduce in a process also tells malloc to keep freed memory instead of returning it to the
+  // system (all_reduce.cpp says why): ZeroMQ mallocs every part it receives, and a fresh page costs more
+  // here than the network takes to fill it (DESIGN §6).
   AllReduce(net::Server& server, net::Client& client, crypto::PeerId self, Logger* log = &Logger::global());
   ~AllReduce();
   AllReduce(const AllReduce&) = delete;
@@ -77,6 +92,7 @@ class AllReduce {
   std::vector<float> workspace_;       // an aux member's accumulators
   std::vector<float> reduce_scratch_;  // the reducer's decoded parts
   std::vector<float> send_scratch_;    // decoded deltas (on the client's loop thread)
+  std::shared_ptr<FramePool> frames_;  // the memory of the parts we send (lent to ZeroMQ, given back)
 };
 
 }  // namespace dedloc::avg

@@ -1,5 +1,7 @@
 #include "dedloc/avg/reducer.hpp"
 
+#include "dedloc/avg/float_ops.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -44,7 +46,7 @@ ReducerRound::ReducerRound(const Group& group, size_t me, std::span<float> mine,
     std::span<float> acc = accumulator(parts_[local]);
     if (own_values_) {
       // Our own contribution, in place: the accumulator is our values scaled by our weight.
-      for (float& v : acc) v *= static_cast<float>(my_weight);
+      float_ops::scale(acc, static_cast<float>(my_weight));
       state.delivered[slot_of_member_[me]] = 1;
       state.weight = my_weight;
       state.contributions = 1;
@@ -90,12 +92,25 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
   // counts as delivered, so the part does not wait for it.
   const Part& grid = parts_[local];
   std::span<float> values = scratch_.first(grid.size());
+  auto codec = codec_from_wire(part.codec);
+  // none and fp16 are read straight from the frame (fp16 a chunk at a time): no part-sized decoding pass.
+  const bool streamed = codec && (*codec == Codec::kNone || *codec == Codec::kFloat16);
+  const auto* bytes = static_cast<const std::uint8_t*>(payload.data());
   Status usable = [&]() -> Status {
-    auto codec = codec_from_wire(part.codec);
     if (!codec) return codec.status();
+    if (streamed) {
+      if (payload.size() != encoded_bytes(*codec, grid.size())) {
+        return error(Code::kMalformed, std::string(codec_name(*codec)) + ": " + std::to_string(payload.size()) +
+                                           " bytes for " + std::to_string(grid.size()) + " values");
+      }
+      const bool finite = *codec == Codec::kNone ? float_ops::all_finite(bytes, grid.size())
+                                                 : float_ops::all_finite_half(bytes, grid.size());
+      if (!finite) return error(Code::kRefused, "the part holds NaN or Inf values");
+      return {};
+    }
     DEDLOC_RETURN_IF_ERROR(decode(*codec, bytes_of(payload), values));
-    for (float v : values) {
-      if (!std::isfinite(v)) return error(Code::kRefused, "the part holds NaN or Inf values");
+    if (!float_ops::all_finite(reinterpret_cast<const std::uint8_t*>(values.data()), values.size())) {
+      return error(Code::kRefused, "the part holds NaN or Inf values");
     }
     return {};
   }();
@@ -104,11 +119,19 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
   } else {
     std::span<float> acc = accumulator(grid);
     const float w = static_cast<float>(part.weight);
-    for (size_t i = 0; i < acc.size(); ++i) acc[i] += w * values[i];
+    if (*codec == Codec::kNone) {
+      float_ops::add_scaled(acc, w, bytes);
+    } else if (*codec == Codec::kFloat16) {
+      float_ops::for_each_fp16_chunk(bytes, grid.size(), [&](size_t at, std::span<const float> chunk) {
+        float_ops::add_scaled(acc.subspan(at, chunk.size()), w, reinterpret_cast<const std::uint8_t*>(chunk.data()));
+      });
+    } else {
+      float_ops::add_scaled(acc, w, reinterpret_cast<const std::uint8_t*>(values.data()));
+    }
     state.weight += part.weight;
     ++state.contributions;
     ++unanswered_[slot];
-    state.pending.push_back(Pending{sender, *codec_from_wire(part.codec), std::move(payload), std::move(replier)});
+    state.pending.push_back(Pending{sender, *codec, std::move(payload), std::move(replier)});
   }
   if (state.waiting_for == 0) complete(state, local, now);
 }
@@ -117,21 +140,34 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
   const Part& grid = parts_[local];
   std::span<float> avg = accumulator(grid);
   if (state.weight > 0) {
-    const float inverse = static_cast<float>(1.0 / state.weight);
-    for (float& v : avg) v *= inverse;
+    float_ops::scale(avg, static_cast<float>(1.0 / state.weight));
   }
   std::span<float> delta = scratch_.first(grid.size());
   for (auto& pending : state.pending) {
     const size_t slot = slot_of_member_[pending.sender];
-    if (state.weight > 0 && decode(pending.codec, bytes_of(pending.payload), delta).is_ok()) {
-      for (size_t i = 0; i < delta.size(); ++i) delta[i] = avg[i] - delta[i];
+    // The delta goes back in the sender's own frame, overwritten in place: same codec, same size (on_part
+    // decoded it), and no allocation or fresh page per reply.
+    auto* bytes = static_cast<std::uint8_t*>(pending.payload.data());
+    const std::span<std::uint8_t> frame(bytes, pending.payload.size());
+    if (state.weight > 0 && pending.codec == Codec::kNone) {
+      float_ops::subtract_from(avg, bytes);
+    } else if (state.weight > 0 && pending.codec == Codec::kFloat16) {
+      float_ops::transform_fp16_chunks(bytes, avg.size(), [&](size_t at, std::span<float> chunk) {
+        float_ops::subtract_from(avg.subspan(at, chunk.size()), reinterpret_cast<std::uint8_t*>(chunk.data()));
+      });
     } else {
-      std::fill(delta.begin(), delta.end(), 0.0f);  // nothing weighed: everyone keeps its values
+      if (state.weight > 0 && decode(pending.codec, frame, delta).is_ok()) {
+        float_ops::subtract_from(avg, reinterpret_cast<std::uint8_t*>(delta.data()));
+      } else {
+        std::fill(delta.begin(), delta.end(), 0.0f);  // nothing weighed: everyone keeps its values
+      }
+      if (frame.size() != encoded_bytes(pending.codec, delta.size())) {
+        pending.payload = zmq::message_t(encoded_bytes(pending.codec, delta.size()));
+      }
+      encode(pending.codec, delta, {static_cast<std::uint8_t*>(pending.payload.data()), pending.payload.size()});
     }
-    zmq::message_t frame(encoded_bytes(pending.codec, delta.size()));
-    encode(pending.codec, delta, {static_cast<std::uint8_t*>(frame.data()), frame.size()});
     std::vector<zmq::message_t> frames;
-    frames.push_back(std::move(frame));
+    frames.push_back(std::move(pending.payload));
     pending.replier.reply(
         wire::AvgPartDelta{grid.index, static_cast<std::uint64_t>(pending.codec), state.contributions},
         std::move(frames));
@@ -141,6 +177,7 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
   state.pending.clear();
   state.pending.shrink_to_fit();
   state.complete = true;
+  if (on_part_complete_) on_part_complete_();
   if (--incomplete_ == 0 && on_done_) on_done_();
 }
 

@@ -45,6 +45,9 @@ class ReducerRound {
   // what was delivered, so our values hold averages, never partial sums.
   void finish_now(TimePoint now);
 
+  // Called after each part completes (under the round's lock). Set before parts arrive.
+  void set_progress_callback(std::function<void()> callback) { on_part_complete_ = std::move(callback); }
+
   bool done() const;
   std::vector<size_t> banned() const;
   // Each completed part's count of contributions averaged (ours included), by part index within our range.
@@ -87,6 +90,7 @@ class ReducerRound {
   std::vector<PartState> states_;        // per part of ours
   size_t incomplete_ = 0;
   std::function<void()> on_done_;
+  std::function<void()> on_part_complete_;
 };
 
 }  // namespace dedloc::avg

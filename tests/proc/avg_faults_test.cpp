@@ -1,0 +1,174 @@
+// Members of an averaging group as separate processes, one SIGKILLed mid-round (issue 9's "must show"):
+// the survivors finish within their timeouts, and every part holds the weighted mean of exactly the
+// contributions that were delivered.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "support/process.hpp"
+#include "support/test_paths.hpp"
+
+using namespace dedloc;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr size_t kLength = 4 * 60000;
+constexpr size_t kPart = 5000;  // 12 parts per reducer range
+
+// A port nobody listens on right now (the kernel's pick; closed again before the member binds it).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  socklen_t size = sizeof address;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+float pattern(size_t k) { return static_cast<float>(static_cast<int>(k % 101) - 50) / 8.0f; }
+
+struct Member {
+  std::optional<test::ChildProcess> process;
+  std::string out;
+};
+
+struct Outcome {
+  nlohmann::json report;
+  std::vector<float> vector;
+};
+
+// Starts the group (member `victim` dies after `die_after` part events) and collects the survivors.
+std::map<size_t, Outcome> run_group(const std::vector<std::string>& roles, size_t victim, size_t die_after) {
+  std::string ports, role_list;
+  for (size_t i = 0; i < roles.size(); ++i) {
+    ports += (i ? "," : "") + std::to_string(free_port());
+    role_list += (i ? "," : "") + roles[i];
+  }
+  char dir_template[] = "/tmp/dedloc-avg-faults-XXXXXX";
+  std::string dir = ::mkdtemp(dir_template);
+  std::vector<Member> members(roles.size());
+  for (size_t i = 0; i < roles.size(); ++i) {
+    members[i].out = dir + "/member" + std::to_string(i) + ".f32";
+    std::vector<std::string> args{test::binary_path("tests/avg_member"), "--index", std::to_string(i), "--ports", ports,
+                                  "--roles", role_list, "--length", std::to_string(kLength), "--part",
+                                  std::to_string(kPart), "--sender-timeout-ms", "1000", "--reducer-timeout-ms", "2000",
+                                  "--out", members[i].out};
+    if (i == victim) args.insert(args.end(), {"--die-after-parts", std::to_string(die_after)});
+    members[i].process.emplace(test::ChildProcess::spawn(args));
+  }
+  std::map<size_t, Outcome> survivors;
+  for (size_t i = 0; i < roles.size(); ++i) {
+    auto line = members[i].process->read_line(30s);
+    auto code = members[i].process->wait(10s);
+    if (i == victim) {
+      CHECK_FALSE(line.has_value());
+      CHECK(code == 128 + SIGKILL);
+      continue;
+    }
+    INFO("member " << i);
+    REQUIRE(line.has_value());
+    REQUIRE(code == 0);
+    Outcome outcome{nlohmann::json::parse(*line), {}};
+    if (roles[i] != "aux") {
+      std::ifstream file(members[i].out, std::ios::binary);
+      outcome.vector.resize(kLength);
+      file.read(reinterpret_cast<char*>(outcome.vector.data()), static_cast<std::streamsize>(kLength * sizeof(float)));
+      REQUIRE(file.gcount() == static_cast<std::streamsize>(kLength * sizeof(float)));
+    }
+    survivors.emplace(i, std::move(outcome));
+  }
+  std::filesystem::remove_all(dir);
+  return survivors;
+}
+
+// Which weighted mean of member i's x_i = (i+1)·g with weight i+1 a part holds: the factor c in c·g(k),
+// when the whole part agrees on one (nullopt otherwise).
+std::optional<double> factor_of(const std::vector<float>& v, size_t begin, size_t end) {
+  std::optional<double> factor;
+  for (size_t k = begin; k < end; ++k) {
+    if (pattern(k) == 0) continue;
+    double c = v[k] / pattern(k);
+    if (!factor) factor = c;
+    else if (std::abs(c - *factor) > 1e-5 * std::abs(*factor)) return std::nullopt;
+  }
+  return factor;
+}
+
+// c for the members in `set`: Σ(i+1)² / Σ(i+1).
+double mean_factor(const std::vector<size_t>& set) {
+  double num = 0, den = 0;
+  for (size_t i : set) {
+    num += static_cast<double>((i + 1) * (i + 1));
+    den += static_cast<double>(i + 1);
+  }
+  return num / den;
+}
+
+}  // namespace
+
+TEST_CASE("SIGKILL a sender mid-round: survivors finish within sender_timeout, parts average what arrived",
+          "[proc][avg]") {
+  // Members 0-2 send and reduce; member 3 only sends (client mode) and dies after its 8th part of 36.
+  auto survivors = run_group({"node", "node", "node", "client"}, 3, 8);
+  REQUIRE(survivors.size() == 3);
+  const double with = mean_factor({0, 1, 2, 3}), without = mean_factor({0, 1, 2});
+  size_t parts_with = 0, parts_without = 0;
+  for (auto& [i, outcome] : survivors) {
+    INFO("member " << i);
+    CHECK(outcome.report["seconds"].get<double>() < 1.0 + 2.0);  // sender_timeout + margin
+    CHECK(outcome.report["banned"] == nlohmann::json::array({3}));
+    CHECK(outcome.report["averaged_fraction"] == 1.0);  // every reducer answered
+    // Member i reduces elements [i·60000, (i+1)·60000): each of its parts holds one of the two means.
+    for (size_t begin = 0; begin < kLength; begin += kPart) {
+      auto factor = factor_of(outcome.vector, begin, begin + kPart);
+      REQUIRE(factor.has_value());
+      bool is_with = std::abs(*factor - with) < 1e-5, is_without = std::abs(*factor - without) < 1e-5;
+      CHECK((is_with || is_without));
+      if (i == 0) (is_with ? parts_with : parts_without) += 1;
+    }
+  }
+  // The victim sent 8 parts before it died: at most 8 parts include it, and the rest were averaged without it.
+  CHECK(parts_with <= 8);
+  CHECK(parts_without >= 36 - 8);
+}
+
+TEST_CASE("SIGKILL a reducer mid-round: senders finish within reducer_timeout with their own values there",
+          "[proc][avg]") {
+  // Member 3 only reduces (aux) its quarter, and dies after completing 4 of its 12 parts.
+  auto survivors = run_group({"node", "node", "node", "aux"}, 3, 4);
+  REQUIRE(survivors.size() == 3);
+  const double all = mean_factor({0, 1, 2});
+  for (auto& [i, outcome] : survivors) {
+    INFO("member " << i);
+    CHECK(outcome.report["seconds"].get<double>() < 2.0 + 2.0);  // reducer_timeout + margin
+    CHECK(outcome.report["failed"] == nlohmann::json::array({3}));
+    size_t averaged_there = 0;
+    for (size_t begin = 0; begin < kLength; begin += kPart) {
+      auto factor = factor_of(outcome.vector, begin, begin + kPart);
+      REQUIRE(factor.has_value());
+      if (begin < 3 * 60000) {
+        CHECK(std::abs(*factor - all) < 1e-5);  // the live reducers' ranges: the full mean
+      } else if (std::abs(*factor - all) < 1e-5) {
+        ++averaged_there;  // the dead reducer answered this part before it died
+      } else {
+        CHECK(std::abs(*factor - static_cast<double>(i + 1)) < 1e-6);  // our own values, untouched
+      }
+    }
+    CHECK(averaged_there <= 4);
+    CHECK(outcome.report["averaged_fraction"].get<double>() < 1.0);
+  }
+}

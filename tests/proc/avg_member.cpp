@@ -1,0 +1,139 @@
+// A test helper process: one member of a fixed averaging group, so proc tests can SIGKILL a real member
+// mid-round. Not a product binary (the product forms groups by matchmaking: dedloc-avg, the trainer).
+//
+//   avg_member --index I --ports P0,P1,... --roles node,client,aux,... --length L --part E
+//              [--codec none] [--sender-timeout-ms 1000] [--reducer-timeout-ms 2000]
+//              [--die-after-parts N] --out FILE
+//
+// Member i has identity seed (i+1)×32, listens on 127.0.0.1:P_i, holds x_i[k] = (i+1)·g(k) (g: a fixed
+// pattern), weighs i+1, and averages once with the others. With --die-after-parts it SIGKILLs itself after
+// its N-th part event (a part sent, or a part it reduced). It prints one JSON line with what it saw and
+// writes its final vector to FILE (raw float32), atomically.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "dedloc/avg/all_reduce.hpp"
+#include "dedloc/core/files.hpp"
+#include "dedloc/crypto/identity.hpp"
+
+using namespace dedloc;
+
+namespace {
+
+crypto::Identity identity_of(size_t index) {
+  Bytes seed(32, static_cast<std::uint8_t>(index + 1));
+  return *crypto::Identity::from_seed(seed);
+}
+
+float pattern(size_t k) { return static_cast<float>(static_cast<int>(k % 101) - 50) / 8.0f; }
+
+avg::AvgRole role_of(const std::string& name) {
+  if (name == "client") return avg::AvgRole::kClient;
+  if (name == "aux") return avg::AvgRole::kAux;
+  return avg::AvgRole::kNode;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t index = 0, length = 0, part = 0, die_after = 0;
+  std::vector<int> ports;
+  std::vector<std::string> roles;
+  std::string codec_name = "none", out;
+  int sender_ms = 1000, reducer_ms = 2000;
+  CLI::App app{"one member of a fixed averaging group (proc tests)"};
+  app.add_option("--index", index)->required();
+  app.add_option("--ports", ports)->required()->delimiter(',');
+  app.add_option("--roles", roles)->required()->delimiter(',');
+  app.add_option("--length", length)->required();
+  app.add_option("--part", part)->required();
+  app.add_option("--codec", codec_name);
+  app.add_option("--sender-timeout-ms", sender_ms);
+  app.add_option("--reducer-timeout-ms", reducer_ms);
+  app.add_option("--die-after-parts", die_after);
+  app.add_option("--out", out)->required();
+  CLI11_PARSE(app, argc, argv);
+  const size_t n = ports.size();
+  if (roles.size() != n || index >= n) return 2;
+  auto codec = avg::parse_codec(codec_name);
+  if (!codec) return 2;
+
+  // The group every member derives alike: equal shares among the members that reduce.
+  wire::AvgBegin begin;
+  begin.group_id = Bytes(wire::kGroupIdBytes, 0x61);
+  size_t reducers = 0;
+  for (const auto& r : roles) reducers += role_of(r) != avg::AvgRole::kClient;
+  for (size_t i = 0; i < n; ++i) {
+    avg::AvgRole role = role_of(roles[i]);
+    begin.ids.push_back(identity_of(i).peer_id());
+    begin.endpoints.push_back(role == avg::AvgRole::kClient ? "" : "tcp://127.0.0.1:" + std::to_string(ports[i]));
+    begin.roles.push_back(role);
+    begin.counts.push_back(role == avg::AvgRole::kClient ? 0 : length / reducers);
+  }
+  for (size_t i = n; i-- > 0;) {
+    if (begin.counts[i] > 0) {
+      begin.counts[i] += length - (length / reducers) * reducers;  // the rest to the last reducer
+      break;
+    }
+  }
+  begin.length = length;
+  begin.part_elements = part;
+  auto group = avg::Group::from_begin(begin);
+  if (!group) {
+    std::cerr << group.status().to_string() << "\n";
+    return 2;
+  }
+
+  Logger quiet(LogLevel::kError);
+  zmq::context_t context;
+  crypto::Identity me = identity_of(index);
+  const avg::AvgRole my_role = role_of(roles[index]);
+  std::string listen = my_role == avg::AvgRole::kClient ? "tcp://127.0.0.1:0" : "tcp://127.0.0.1:" + std::to_string(ports[index]);
+  net::Server server(context, net::ServerOptions{listen, me.peer_id(), {}, &quiet});
+  net::Client client(context, net::ClientOptions{me.peer_id(), {}, std::chrono::seconds(60), &quiet});
+  avg::AllReduce all_reduce(server, client, me.peer_id(), &quiet);
+  if (!server.start().is_ok()) return 4;
+
+  std::vector<float> vector;
+  if (my_role != avg::AvgRole::kAux) {
+    vector.resize(length);
+    for (size_t k = 0; k < length; ++k) vector[k] = static_cast<float>(index + 1) * pattern(k);
+  }
+  avg::AllReduceOptions options;
+  options.codec = *codec;
+  options.window = 2;
+  options.sender_timeout = std::chrono::milliseconds(sender_ms);
+  options.reducer_timeout = std::chrono::milliseconds(reducer_ms);
+  std::atomic<size_t> events{0};
+  if (die_after > 0) {
+    options.on_progress = [&events, die_after] {
+      if (++events == die_after) raise(SIGKILL);
+    };
+  }
+  auto started = std::chrono::steady_clock::now();
+  auto result = all_reduce.run(*group, vector, static_cast<double>(index + 1), options, Deadline::after(std::chrono::seconds(60)));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!result) {
+    std::cerr << result.status().to_string() << "\n";
+    return 1;
+  }
+  Bytes raw(vector.size() * sizeof(float));
+  if (!vector.empty()) std::memcpy(raw.data(), vector.data(), raw.size());
+  if (auto written = write_file_atomically(out, std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()));
+      !written.is_ok()) {
+    std::cerr << written.to_string() << "\n";
+    return 1;
+  }
+  nlohmann::json banned = nlohmann::json::array(), failed = nlohmann::json::array();
+  for (const auto& id : result->banned_senders) banned.push_back(*group->index_of(id));
+  for (const auto& id : result->failed_reducers) failed.push_back(*group->index_of(id));
+  std::cout << nlohmann::json{{"index", index}, {"seconds", seconds}, {"averaged_fraction", result->averaged_fraction},
+                              {"banned", banned}, {"failed", failed}}.dump()
+            << std::endl;
+  return 0;
+}
