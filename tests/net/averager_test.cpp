@@ -5,18 +5,15 @@
 
 #include "dedloc/avg/averager.hpp"
 #include "dedloc/dht/local_swarm.hpp"
+#include "support/quiet_swarm.hpp"
 
 using namespace dedloc;
 using namespace dedloc::avg;
 using namespace std::chrono_literals;
 
 TEST_CASE("Averager: three nodes and an aux peer average one step through the DHT", "[net][avg]") {
-  static Logger quiet(LogLevel::kError);
-  dht::NodeOptions dht_options;
-  dht_options.maintenance_interval = Duration::zero();
-  dht_options.log = &quiet;
-  auto swarm = dht::LocalSwarm::launch(4, dht_options);
-  REQUIRE(swarm.is_ok());
+  Logger& quiet = test::quiet_log();
+  auto swarm = test::quiet_swarm(4);
   zmq::context_t context;
 
   const VectorSchema schema{Bytes(wire::kSchemaHashBytes, 0x5c), 250001};
@@ -32,12 +29,12 @@ TEST_CASE("Averager: three nodes and an aux peer average one step through the DH
     options.part_elements = 10000;
     options.log = &quiet;
     identities.push_back(crypto::Identity::generate());
-    averagers.push_back(std::make_unique<Averager>(context, (*swarm)->node(i), identities.back(), options));
+    averagers.push_back(std::make_unique<Averager>(context, swarm->node(i), identities.back(), options));
     REQUIRE(averagers.back()->start().is_ok());
   }
   // A node publishes the layout; the aux peer, which has no model, reads it.
-  REQUIRE(publish_schema((*swarm)->node(0), "run7", schema, 10min, Deadline::after(5s)).is_ok());
-  auto learned = read_schema((*swarm)->node(3), "run7", Deadline::after(5s));
+  REQUIRE(publish_schema(swarm->node(0), "run7", schema, 10min, Deadline::after(5s)).is_ok());
+  auto learned = read_schema(swarm->node(3), "run7", Deadline::after(5s));
   REQUIRE(learned.is_ok());
   REQUIRE(learned->has_value());
   CHECK((*learned)->hash == schema.hash);
@@ -71,12 +68,8 @@ TEST_CASE("Averager: three nodes and an aux peer average one step through the DH
 }
 
 TEST_CASE("Averager: alone, a step leaves the vector as it is and says why", "[net][avg]") {
-  static Logger quiet(LogLevel::kError);
-  dht::NodeOptions dht_options;
-  dht_options.maintenance_interval = Duration::zero();
-  dht_options.log = &quiet;
-  auto swarm = dht::LocalSwarm::launch(2, dht_options);
-  REQUIRE(swarm.is_ok());
+  Logger& quiet = test::quiet_log();
+  auto swarm = test::quiet_swarm(2);
   zmq::context_t context;
   AveragerOptions options;
   options.run_id = "lonely";
@@ -84,7 +77,7 @@ TEST_CASE("Averager: alone, a step leaves the vector as it is and says why", "[n
   options.matchmaking_time = 500ms;
   options.log = &quiet;
   auto identity = crypto::Identity::generate();
-  Averager averager(context, (*swarm)->node(0), identity, options);
+  Averager averager(context, swarm->node(0), identity, options);
   REQUIRE(averager.start().is_ok());
   std::vector<float> vector(100, 1.5f);
   auto outcome = averager.step(VectorSchema{Bytes(wire::kSchemaHashBytes, 1), 100}, vector, 1);

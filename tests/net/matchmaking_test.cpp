@@ -7,6 +7,7 @@
 
 #include "dedloc/avg/matchmaking.hpp"
 #include "dedloc/dht/local_swarm.hpp"
+#include "support/quiet_swarm.hpp"
 
 using namespace dedloc;
 using namespace dedloc::avg;
@@ -45,14 +46,6 @@ MatchmakingOptions options_for(size_t target, Duration time = 3s) {
   return o;
 }
 
-std::unique_ptr<dht::LocalSwarm> swarm_of(size_t n) {
-  dht::NodeOptions options;
-  options.maintenance_interval = Duration::zero();
-  options.log = &quiet();
-  auto swarm = dht::LocalSwarm::launch(n, options);
-  REQUIRE(swarm.is_ok());
-  return std::move(swarm.value());
-}
 
 std::vector<Result<Group>> find_all(std::vector<std::unique_ptr<Looker>>& lookers) {
   std::vector<std::future<Result<Group>>> futures;
@@ -65,7 +58,7 @@ std::vector<Result<Group>> find_all(std::vector<std::unique_ptr<Looker>>& looker
 }  // namespace
 
 TEST_CASE("Matchmaking: 16 peers with target 4 form groups that cover everyone", "[net][avg]") {
-  auto swarm = swarm_of(16);
+  auto swarm = test::quiet_swarm(16);
   zmq::context_t context;
   std::vector<std::unique_ptr<Looker>> lookers;
   for (size_t i = 0; i < 16; ++i) lookers.push_back(std::make_unique<Looker>(context, swarm->node(i), options_for(4)));
@@ -97,7 +90,7 @@ TEST_CASE("Matchmaking: 16 peers with target 4 form groups that cover everyone",
 }
 
 TEST_CASE("Matchmaking: 16 peers with target 16 form one group", "[net][avg]") {
-  auto swarm = swarm_of(16);
+  auto swarm = test::quiet_swarm(16);
   zmq::context_t context;
   std::vector<std::unique_ptr<Looker>> lookers;
   for (size_t i = 0; i < 16; ++i) lookers.push_back(std::make_unique<Looker>(context, swarm->node(i), options_for(16)));
@@ -113,7 +106,7 @@ TEST_CASE("Matchmaking: 16 peers with target 16 form one group", "[net][avg]") {
 }
 
 TEST_CASE("Matchmaking: a peer with another tensor schema is refused, saying why", "[net][avg]") {
-  auto swarm = swarm_of(4);
+  auto swarm = test::quiet_swarm(4);
   zmq::context_t context;
   std::vector<std::unique_ptr<Looker>> lookers;
   for (size_t i = 0; i < 3; ++i) lookers.push_back(std::make_unique<Looker>(context, swarm->node(i), options_for(3, 2s)));

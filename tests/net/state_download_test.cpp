@@ -12,6 +12,7 @@
 #include "dedloc/avg/state_transfer.hpp"
 #include "dedloc/crypto/identity.hpp"
 #include "dedloc/dht/local_swarm.hpp"
+#include "support/quiet_swarm.hpp"
 
 using namespace dedloc;
 using namespace dedloc::avg;
@@ -87,14 +88,6 @@ DownloadOptions options_for(size_t max_donors, std::uint64_t part_elements, Code
   return o;
 }
 
-std::unique_ptr<dht::LocalSwarm> swarm_of(size_t n) {
-  dht::NodeOptions options;
-  options.maintenance_interval = Duration::zero();
-  options.log = &quiet();
-  auto swarm = dht::LocalSwarm::launch(n, options);
-  REQUIRE(swarm.is_ok());
-  return std::move(swarm.value());
-}
 
 void advertise(dht::LocalSwarm& swarm, size_t node, const DonorInfo& info) {
   auto stored = advertise_donor(swarm.node(node), "run1", info, 60s, Deadline::after(10s));
@@ -170,7 +163,7 @@ TEST_CASE("State download with lossy codecs stays within each codec's bound", "[
 }
 
 TEST_CASE("Stripes come from three donors listed in the DHT, each serving part of the state", "[net][avg][state]") {
-  auto swarm = swarm_of(3);
+  auto swarm = test::quiet_swarm(3);
   zmq::context_t context;
   auto original = make_state(40, 3, odd_specs(20));  // about 260k elements
   std::vector<std::unique_ptr<Donor>> donors;
@@ -301,7 +294,7 @@ TEST_CASE("A donor killed mid-download: the others finish the download in bounde
 }
 
 TEST_CASE("All donors dead: a clear error within the deadline", "[net][avg][state]") {
-  auto swarm = swarm_of(3);
+  auto swarm = test::quiet_swarm(3);
   zmq::context_t context;
   auto original = make_state(2, 7);
   Donor a(context, original), b(context, original);
@@ -340,7 +333,7 @@ TEST_CASE("All donors dead: a clear error within the deadline", "[net][avg][stat
 }
 
 TEST_CASE("Donors at mixed epochs: the newest is downloaded and never mixed with older ones", "[net][avg][state]") {
-  auto swarm = swarm_of(3);
+  auto swarm = test::quiet_swarm(3);
   zmq::context_t context;
   auto epoch5 = make_state(5, 50), epoch7 = make_state(7, 70), epoch6 = make_state(6, 60);
   Donor d5(context, epoch5), d7(context, epoch7), d6(context, epoch6);
