@@ -18,6 +18,8 @@ class Command {
   virtual int run(const cli::CommonFlags& common) = 0;
 };
 
+// `dedloc-avg bench`: averages a synthetic vector among N local peer processes, timing each round.
+std::unique_ptr<Command> make_bench_command();
 // `dedloc-avg aux`: a CPU-only peer that reduces shares of a run's averaging rounds.
 std::unique_ptr<Command> make_aux_command();
 

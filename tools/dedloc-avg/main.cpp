@@ -17,12 +17,18 @@ int main(int argc, char** argv) {
 
   std::vector<std::unique_ptr<avg_tool::Command>> commands;
   commands.push_back(avg_tool::make_aux_command());
+  commands.push_back(avg_tool::make_bench_command());
   std::vector<CLI::App*> subcommands;
   for (auto& command : commands) subcommands.push_back(command->add_to(app));
 
   if (auto exit = cli::parse(app, argc, argv)) return *exit;
   if (auto status = cli::setup_logging(common, Logger::global()); !status.is_ok()) {
     return cli::report_failure("dedloc-avg", status);
+  }
+  if (!common.config.empty() || common.print_config) {
+    // Said plainly rather than ignored: the subcommands take flags only for now.
+    return cli::report_failure("dedloc-avg", error(Code::kInvalidArgument,
+                                                   "--config/--print-config: dedloc-avg takes its settings as flags only"));
   }
   for (size_t i = 0; i < commands.size(); ++i) {
     if (*subcommands[i]) return commands[i]->run(common);

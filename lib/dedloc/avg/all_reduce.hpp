@@ -7,7 +7,7 @@
 // sender in a group of 4 with 512 KiB parts, more than a 100 Mbit/s × 100 ms path holds. Larger windows
 // cost CPU without gaining bandwidth on fast links: parts wait longer in queues and socket buffers and go
 // cold in cache before they are reduced (bench/allreduce/README.md: on loopback with 4 peers, window 8
-// took 1.6x the CPU time of window 2 per round). Raise it for long fat paths (1 Gbit/s × 100 ms).
+// took about 1.5x the CPU time of window 2 per round). Raise it for long fat paths (1 Gbit/s × 100 ms).
 //
 // Faults never make a member wait longer than its timeouts: a reducer bans senders silent past
 // `sender_timeout` (their missing parts are averaged without them); a sender gives up on a reducer that
