@@ -29,6 +29,7 @@ struct Peer {
     all_reduce = std::make_unique<AllReduce>(*server, *client, identity.peer_id(), log);
     REQUIRE(server->start().is_ok());
   }
+  ~Peer() { server->stop(); }  // before the all-reduce its handler points into
 };
 
 struct Setup {

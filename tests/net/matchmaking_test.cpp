@@ -33,6 +33,7 @@ struct Looker {
     matchmaker = std::make_unique<Matchmaker>(dht, *server, *client, id, std::move(options), &quiet());
     REQUIRE(server->start().is_ok());
   }
+  ~Looker() { server->stop(); }  // before the matchmaker its handler points into
 };
 
 MatchmakingOptions options_for(size_t target, Duration time = 3s) {

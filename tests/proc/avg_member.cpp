@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
   auto started = std::chrono::steady_clock::now();
   auto result = all_reduce.run(*group, vector, static_cast<double>(index + 1), options, Deadline::after(std::chrono::seconds(60)));
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  server.stop();  // before the all-reduce its handler points into goes away
   if (!result) {
     std::cerr << result.status().to_string() << "\n";
     return 1;

@@ -52,8 +52,10 @@ Averager::Averager(zmq::context_t& context, dht::Node& dht, const crypto::Identi
 }
 
 Averager::~Averager() {
-  matchmaker_.reset();  // answers joiners it still holds
+  // The server first: its handlers point into the matchmaker and the all-reduce. Joiners the matchmaker
+  // still holds then see their requests time out, as they would with any peer that left.
   server_->stop();
+  matchmaker_.reset();
 }
 
 Status Averager::start() { return server_->start(); }
