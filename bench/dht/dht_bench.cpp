@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   dht::NodeOptions options;
   options.log = &quiet;
   options.maintenance_interval = Duration::zero();  // no background traffic while measuring
-  options.idle_connection_close = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(idle_close_s));
+  options.idle_connection_close = from_seconds(idle_close_s);
 
   long rss_before = rss_kib();
   auto started = std::chrono::steady_clock::now();

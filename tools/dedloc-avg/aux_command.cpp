@@ -18,7 +18,6 @@ namespace {
 
 constexpr std::string_view kTool = "dedloc-avg";
 
-Duration seconds(double s) { return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s)); }
 
 class AuxCommand final : public Command {
  public:
@@ -41,7 +40,7 @@ class AuxCommand final : public Command {
   }
 
   int run(const cli::CommonFlags& common) override {
-    auto peers = parse_peers();
+    auto peers = net::PeerAddress::parse_all(initial_peers_, "--initial-peers");
     if (!peers) return cli::report_failure(kTool, peers.status());
     auto identity = cli::load_identity(common);
     if (!identity) return cli::report_failure(kTool, identity.status());
@@ -65,7 +64,7 @@ class AuxCommand final : public Command {
     options.announce = announce_;
     options.bandwidth = bandwidth_mbit_ * 1e6 / 8;
     options.target_group_size = target_group_size_;
-    options.matchmaking_time = seconds(matchmaking_seconds_);
+    options.matchmaking_time = from_seconds(matchmaking_seconds_);
     options.averaging_timeout = std::chrono::seconds(30);
     avg::Averager averager(context, dht, *identity, options);
     if (auto started = averager.start(); !started.is_ok()) return cli::report_failure(kTool, started);
@@ -105,16 +104,6 @@ class AuxCommand final : public Command {
   }
 
  private:
-  Result<std::vector<net::PeerAddress>> parse_peers() const {
-    std::vector<net::PeerAddress> out;
-    for (const auto& text : initial_peers_) {
-      auto peer = net::PeerAddress::parse(text);
-      if (!peer) return peer.status().with_context("--initial-peers");
-      out.push_back(*peer);
-    }
-    return out;
-  }
-
   std::string run_id_;
   std::vector<std::string> initial_peers_;
   double bandwidth_mbit_ = 1000;

@@ -83,7 +83,6 @@ struct BenchOptions {
   double timeout_seconds = 120;        // one round; also bounds start-up and shutdown
 };
 
-Duration seconds(double s) { return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s)); }
 
 // "64MiB", "256MiB", "1GiB", "100MB", "4096B", "4096": a byte count.
 Result<std::uint64_t> parse_size(const std::string& text) {
@@ -788,20 +787,20 @@ class BenchCommand final : public Command {
     setup.peers = o_.peers;
     setup.elements = plan->elements;
     setup.codec = plan->codec;
-    setup.round_timeout = seconds(o_.timeout_seconds);
-    setup.idle_timeout = seconds(2 * o_.timeout_seconds + 60);
+    setup.round_timeout = from_seconds(o_.timeout_seconds);
+    setup.idle_timeout = from_seconds(2 * o_.timeout_seconds + 60);
     setup.own_netns = o_.emulate_links;
     // No faults are expected here: the sender and reducer timeouts only keep a stuck round from hanging.
     setup.all_reduce.codec = plan->codec;
     setup.all_reduce.window = o_.window;
     setup.all_reduce.max_in_flight = o_.max_in_flight;
-    setup.all_reduce.sender_timeout = seconds(o_.timeout_seconds / 2);
-    setup.all_reduce.reducer_timeout = seconds(o_.timeout_seconds * 3 / 4);
+    setup.all_reduce.sender_timeout = from_seconds(o_.timeout_seconds / 2);
+    setup.all_reduce.reducer_timeout = from_seconds(o_.timeout_seconds * 3 / 4);
 
     Peers peers;
     EmulatedLinks links;
     if (auto s = peers.fork_all(setup); !s.is_ok()) return cli::report_failure(kTool, s);
-    const Deadline startup = Deadline::after(seconds(o_.timeout_seconds));
+    const Deadline startup = Deadline::after(from_seconds(o_.timeout_seconds));
     auto fail = [&](const Status& status) {
       peers.stop(std::chrono::seconds(0));
       std::cerr << kTool << ": error: " << status.to_string() << "\n";
@@ -852,7 +851,7 @@ class BenchCommand final : public Command {
       for (size_t i = 0; i < peers.size(); ++i) {
         if (auto s = peers.send(i, Msg::kRound, w); !s.is_ok()) return fail(s);
       }
-      const Deadline deadline = Deadline::after(seconds(o_.timeout_seconds + 10));
+      const Deadline deadline = Deadline::after(from_seconds(o_.timeout_seconds + 10));
       RoundOutcome outcome;
       double worst_abs = 0, scale = 0, bound = 0;
       for (size_t i = 0; i < peers.size(); ++i) {

@@ -50,18 +50,8 @@ void read_options(dedloc::ConfigReader& reader, Options& o) {
   reader.read("timeout_seconds", o.timeout_seconds);
 }
 
-dedloc::Duration seconds(double s) {
-  return std::chrono::duration_cast<dedloc::Duration>(std::chrono::duration<double>(s));
-}
-
 dedloc::Result<std::vector<dedloc::net::PeerAddress>> parse_peers(const std::vector<std::string>& texts) {
-  std::vector<dedloc::net::PeerAddress> peers;
-  for (const auto& text : texts) {
-    auto peer = dedloc::net::PeerAddress::parse(text);
-    if (!peer) return peer.status().with_context("--initial-peers");
-    peers.push_back(*peer);
-  }
-  return peers;
+  return dedloc::net::PeerAddress::parse_all(texts, "--initial-peers");
 }
 
 // A short-lived client-mode node for store/get/peers: no server, joined through the initial peers.
@@ -83,7 +73,7 @@ dedloc::Result<std::unique_ptr<dht::Node>> join_as_client(zmq::context_t& contex
   options.replicas = o.replicas;
   auto node = std::make_unique<dht::Node>(context, std::move(*identity), options);
   DEDLOC_RETURN_IF_ERROR(node->start());
-  DEDLOC_RETURN_IF_ERROR(node->bootstrap(*peers, Deadline::after(seconds(o.timeout_seconds))));
+  DEDLOC_RETURN_IF_ERROR(node->bootstrap(*peers, Deadline::after(dedloc::from_seconds(o.timeout_seconds))));
   return node;
 }
 
@@ -97,12 +87,12 @@ int serve(const Options& o, const cli::CommonFlags& common) {
   options.announce = o.announce;
   options.client_mode = o.client_mode;
   options.replicas = o.replicas;
-  options.maintenance_interval = seconds(o.maintenance_seconds);
+  options.maintenance_interval = dedloc::from_seconds(o.maintenance_seconds);
   zmq::context_t context;
   dht::Node node(context, std::move(*identity), options);
   cli::install_shutdown_handlers();
   if (auto started = node.start(); !started.is_ok()) return cli::report_failure(kTool, started);
-  if (auto joined = node.bootstrap(*peers, Deadline::after(seconds(o.timeout_seconds))); !joined.is_ok()) {
+  if (auto joined = node.bootstrap(*peers, Deadline::after(dedloc::from_seconds(o.timeout_seconds))); !joined.is_ok()) {
     return cli::report_failure(kTool, joined);
   }
   cli::ReadyLine ready{"dht", node.id(), {node.address().to_string()}, {}};
@@ -127,7 +117,7 @@ int store(const Options& o, const cli::CommonFlags& common) {
   std::optional<dedloc::Bytes> subkey;
   if (o.has_subkey) subkey = dedloc::Bytes(o.subkey.begin(), o.subkey.end());
   auto stored = (*node)->store(o.key, subkey, dedloc::tools::value_from_text(o.value), expiration,
-                               Deadline::after(seconds(o.timeout_seconds)));
+                               Deadline::after(dedloc::from_seconds(o.timeout_seconds)));
   if (!stored) return cli::report_failure(kTool, stored.status());
   if (common.json) {
     nlohmann::json out{{"key", o.key}, {"stored", stored->stored}, {"attempted", stored->attempted},
@@ -147,7 +137,7 @@ int get(const Options& o, const cli::CommonFlags& common) {
   auto node = join_as_client(context, o, common);
   if (!node) return cli::report_failure(kTool, node.status());
   auto record = (*node)->get(o.key, o.latest ? dht::GetMode::kLatest : dht::GetMode::kFirst,
-                             Deadline::after(seconds(o.timeout_seconds)));
+                             Deadline::after(dedloc::from_seconds(o.timeout_seconds)));
   if (!record) return cli::report_failure(kTool, record.status());
   if (common.json) {
     std::cout << dedloc::tools::record_to_json(o.key, *record).dump() << "\n";
@@ -162,7 +152,7 @@ int peers(const Options& o, const cli::CommonFlags& common) {
   auto node = join_as_client(context, o, common);
   if (!node) return cli::report_failure(kTool, node.status());
   auto first = dedloc::net::PeerAddress::parse(o.initial_peers.front());
-  auto list = (*node)->ask_peers(first->endpoint, Deadline::after(seconds(o.timeout_seconds)));
+  auto list = (*node)->ask_peers(first->endpoint, Deadline::after(dedloc::from_seconds(o.timeout_seconds)));
   if (!list) return cli::report_failure(kTool, list.status());
   double now = dedloc::SystemClock::instance().unix_seconds();
   if (common.json) {

@@ -17,15 +17,8 @@ constexpr Duration kPollInterval = std::chrono::milliseconds(200);
 // A follower waits this much past its leader's deadline for BEGIN (the leader assembles at its deadline).
 constexpr Duration kBeginGrace = std::chrono::seconds(2);
 
-std::string hex_prefix(const Bytes& bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < std::min<size_t>(bytes.size(), 4); ++i) {
-    out += digits[bytes[i] >> 4];
-    out += digits[bytes[i] & 15];
-  }
-  return out;
-}
+// The first bytes of a hash, enough for people to tell two apart.
+std::string hex_prefix(const Bytes& bytes) { return to_hex(ByteSpan(bytes).first(std::min<size_t>(bytes.size(), 4))); }
 
 plan::MemberRole plan_role(AvgRole role) {
   switch (role) {

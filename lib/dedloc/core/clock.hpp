@@ -57,6 +57,11 @@ struct Deadline {
   }
 };
 
+// Seconds as flags and YAML give them (fractions allowed) to a Duration.
+inline Duration from_seconds(double seconds) {
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds));
+}
+
 inline std::int64_t to_ms(Duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }

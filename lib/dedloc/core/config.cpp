@@ -131,7 +131,7 @@ void ConfigReader::read(std::string_view key, Duration& out) {
     type_error(key, n, "a non-negative number of seconds");
     return;
   }
-  out = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds));
+  out = from_seconds(seconds);
 }
 
 void ConfigReader::read(std::string_view key, std::vector<std::string>& out) {

@@ -60,6 +60,16 @@ Result<PeerAddress> PeerAddress::parse(std::string_view text) {
   return address;
 }
 
+Result<std::vector<PeerAddress>> PeerAddress::parse_all(const std::vector<std::string>& texts, std::string_view flag) {
+  std::vector<PeerAddress> out;
+  for (const auto& text : texts) {
+    auto peer = parse(text);
+    if (!peer) return peer.status().with_context(std::string(flag));
+    out.push_back(*peer);
+  }
+  return out;
+}
+
 std::string PeerAddress::to_string() const {
   return peer_id ? endpoint + std::string(kPeerSuffix) + peer_id->to_string() : endpoint;
 }

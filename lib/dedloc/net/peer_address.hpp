@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "dedloc/core/status.hpp"
@@ -20,6 +21,8 @@ struct PeerAddress {
   std::optional<crypto::PeerId> peer_id;
 
   static Result<PeerAddress> parse(std::string_view text);
+  // Every address of a --initial-peers list; the first bad one's error names `flag`.
+  static Result<std::vector<PeerAddress>> parse_all(const std::vector<std::string>& texts, std::string_view flag);
   std::string to_string() const;  // the endpoint, plus "/p/<id>" when the id is known
 };
 

@@ -10,17 +10,14 @@
 
 #include "dedloc/dht/lookup.hpp"
 #include "dedloc/dht/routing_table.hpp"
+#include "support/random_ids.hpp"
 
 using namespace dedloc;
 using namespace dedloc::dht;
 
 namespace {
 
-PeerId random_id(std::mt19937_64& rng) {
-  std::array<std::uint8_t, PeerId::kSize> bytes{};
-  for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
-  return PeerId(bytes);
-}
+using test::random_id;
 
 // The id at XOR distance `distance` (as the last byte, `high` as the first) from `target`.
 PeerId at_distance(const PeerId& target, std::uint8_t distance, std::uint8_t high = 0) {

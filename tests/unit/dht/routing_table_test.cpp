@@ -4,17 +4,14 @@
 #include <random>
 
 #include "dedloc/dht/routing_table.hpp"
+#include "support/random_ids.hpp"
 
 using namespace dedloc;
 using namespace dedloc::dht;
 
 namespace {
 
-PeerId random_id(std::mt19937_64& rng) {
-  std::array<std::uint8_t, PeerId::kSize> bytes{};
-  for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
-  return PeerId(bytes);
-}
+using test::random_id;
 
 // An id whose first bit differs from `self`'s: always in the far half of the id space.
 PeerId far_id(const PeerId& self, std::mt19937_64& rng) {
