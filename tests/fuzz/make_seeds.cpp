@@ -74,6 +74,9 @@ int main(int argc, char** argv) {
   AvgBegin begin{Bytes(16, 0x77), {id_of(4), id_of(5), id_of(6)}, {ep, "", "tcp://10.0.0.6:7000"},
                  {AvgRole::kNode, AvgRole::kClient, AvgRole::kAux}, {600, 0, 400}, 1000, 256};
   write(dir, "seed-avg-join", header_of(AvgJoin{"run1_grad", Bytes(32, 0x33), ep, AvgRole::kNode, 1.25e8, 1.7e9 + 30, 1}));
+  write(dir, "seed-avg-join-merge",
+        header_of(AvgJoin{"run1_grad", Bytes(32, 0x33), ep, AvgRole::kNode, 1.25e8, 1.7e9 + 30, 2,
+                          {{id_of(0x44), ep, AvgRole::kAux, 1e8}}}));
   write(dir, "seed-avg-begin", header_of(begin));
   write(dir, "seed-avg-join-refused",
         header_of(AvgJoinRefused{JoinRefusal::kNotALeader, "follows another leader", "tcp://10.0.0.9:7000/p/" + std::string(40, 'b')}));

@@ -4,6 +4,7 @@
 #include <future>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "dedloc/avg/matchmaking.hpp"
 #include "dedloc/dht/local_swarm.hpp"
@@ -147,4 +148,69 @@ TEST_CASE("Matchmaking: a peer with another tensor schema is refused, saying why
     REQUIRE(g.is_ok());
     CHECK(g->id() == leader_group->id());
   }
+}
+
+TEST_CASE("Matchmaking: two partly filled groups that formed side by side merge into one", "[net][avg]") {
+  auto swarm = test::quiet_swarm(4);
+  zmq::context_t context;
+  // C and D start first but look long (late deadlines): D follows C. A and B start later and look briefly,
+  // so they come earlier in leader order: B follows A. C, leading a group of two, then finds A earlier
+  // and asks to be taken with D. Without merging, A+B and C+D would average separately at A's deadline.
+  Looker c(context, swarm->node(0), options_for(4, 8s));
+  Looker d(context, swarm->node(1), options_for(4, 8s));
+  Looker a(context, swarm->node(2), options_for(4, 4s));
+  Looker b(context, swarm->node(3), options_for(4, 4s));
+  auto started = std::chrono::steady_clock::now();
+  auto find = [](Looker& l) { return std::async(std::launch::async, [&l] { return l.matchmaker->find_group(); }); };
+  auto fc = find(c);
+  std::this_thread::sleep_for(100ms);
+  auto fd = find(d);
+  std::this_thread::sleep_for(700ms);  // D has joined C by now
+  auto fa = find(a);
+  std::this_thread::sleep_for(100ms);
+  auto fb = find(b);
+
+  std::vector<Result<Group>> groups;
+  for (auto* f : {&fa, &fb, &fc, &fd}) groups.push_back(f->get());
+  const crypto::PeerId ids[] = {a.id, b.id, c.id, d.id};
+  for (size_t i = 0; i < groups.size(); ++i) {
+    INFO("peer " << "ABCD"[i] << ": " << (groups[i].is_ok() ? "ok" : groups[i].status().to_string()));
+    REQUIRE(groups[i].is_ok());
+    CHECK(groups[i]->size() == 4);
+    CHECK(groups[i]->id() == groups[0]->id());
+    CHECK(groups[i]->begin().ids == groups[0]->begin().ids);
+    for (const auto& id : ids) CHECK(groups[i]->index_of(id));
+  }
+  // The merged group is full, so it starts before A's deadline rather than waiting for it.
+  CHECK(std::chrono::steady_clock::now() - started < 4s);
+}
+
+TEST_CASE("Matchmaking: a merge the earlier leader cannot fit leaves both groups as they were", "[net][avg]") {
+  auto swarm = test::quiet_swarm(4);
+  zmq::context_t context;
+  // A and B want pairs; C and D would take a third. C keeps asking A (earlier) to take it with D, and A
+  // refuses (full, then no longer looking): C keeps D and the two average as a pair at C's deadline.
+  Looker c(context, swarm->node(0), options_for(3, 4s));
+  Looker d(context, swarm->node(1), options_for(3, 4s));
+  Looker a(context, swarm->node(2), options_for(2, 2s));
+  Looker b(context, swarm->node(3), options_for(2, 2s));
+  auto find = [](Looker& l) { return std::async(std::launch::async, [&l] { return l.matchmaker->find_group(); }); };
+  auto fc = find(c);
+  std::this_thread::sleep_for(100ms);
+  auto fd = find(d);
+  std::this_thread::sleep_for(700ms);
+  auto fa = find(a);
+  std::this_thread::sleep_for(100ms);
+  auto fb = find(b);
+  auto ga = fa.get(), gb = fb.get(), gc = fc.get(), gd = fd.get();
+  REQUIRE(ga.is_ok());
+  REQUIRE(gb.is_ok());
+  REQUIRE(gc.is_ok());
+  REQUIRE(gd.is_ok());
+  CHECK(ga->id() == gb->id());
+  CHECK(gc->id() == gd->id());
+  CHECK(ga->size() == 2);
+  CHECK(gc->size() == 2);
+  CHECK(gc->index_of(c.id));
+  CHECK(gc->index_of(d.id));
 }

@@ -343,6 +343,28 @@ TEST_CASE("Averaging messages decode to the fields they were encoded from, and h
   bad = description;
   bad.metadata[""] = 1.0;
   refused_reply(bad);
+
+  // A merging leader's join carries its followers; 'n' must count them, and each must be well formed.
+  AvgJoin merge{"run1_grad", Bytes(32, 0x33), "tcp://10.0.0.1:7000", AvgRole::kNode, 1.25e8, 1700000000.5, 3,
+                {{filled_id(4), "tcp://10.0.0.4:7000", AvgRole::kNode, 1e8}, {filled_id(5), "", AvgRole::kClient, 2e7}}};
+  CHECK(round_trip(merge).companions == merge.companions);
+  CHECK(round_trip(AvgJoin{"run1_grad", Bytes(32, 0x33), "", AvgRole::kClient, 1e6, 0, 1}).companions.empty());
+  auto refused_join = [&](AvgJoin message) {
+    MapWriter body;
+    message.encode(body);
+    auto r = AvgJoin::decode(decode_body(body, MessageType::kAvgJoin).body());
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().code() == Code::kMalformed);
+  };
+  AvgJoin bad_join = merge;
+  bad_join.members = 2;  // three peers come
+  refused_join(bad_join);
+  bad_join = merge;
+  bad_join.companions[0].bandwidth = -1;
+  refused_join(bad_join);
+  bad_join = merge;
+  bad_join.companions[1].endpoint.assign(300, 'x');
+  refused_join(bad_join);
   bad = description;
   bad.metadata["big"] = std::string(kMaxStateEntryStringBytes + 1, 'x');
   refused_reply(bad);

@@ -69,12 +69,41 @@ void Matchmaker::on_join(wire::AvgJoin&& join, net::Incoming&& request, net::Rep
   if (join.role != AvgRole::kClient && join.endpoint.empty()) {
     return refuse(wire::JoinRefusal::kBadRequest, "a member that reduces needs an endpoint");
   }
+  for (const auto& c : join.companions) {
+    if (c.id == self_ || c.id == who) return refuse(wire::JoinRefusal::kBadRequest, "a companion is us or the joiner");
+    if (c.role != AvgRole::kClient && c.endpoint.empty()) {
+      return refuse(wire::JoinRefusal::kBadRequest, "a companion that reduces needs an endpoint");
+    }
+  }
   std::erase_if(followers_, [&](const Follower& f) { return f.member.id == who; });  // a retry replaces
-  if (followers_.size() + 1 + join.members > options_.target_group_size) {
+  for (const auto& f : followers_) {
+    for (const auto& c : join.companions) {
+      bool taken = c.id == f.member.id || std::any_of(f.companions.begin(), f.companions.end(),
+                                                      [&](const wire::JoinCompanion& o) { return o.id == c.id; });
+      if (taken) return refuse(wire::JoinRefusal::kBadRequest, "a companion is already in this group");
+    }
+  }
+  if (group_size_locked() + join.members > options_.target_group_size) {
     return refuse(wire::JoinRefusal::kGroupFull, "group full (" + std::to_string(options_.target_group_size) + ")");
   }
-  followers_.push_back(Follower{Member{who, join.endpoint, join.role}, join.bandwidth, std::move(replier)});
+  followers_.push_back(Follower{Member{who, join.endpoint, join.role}, join.bandwidth, std::move(replier),
+                                std::move(join.companions)});
   changed_.notify_all();
+}
+
+size_t Matchmaker::group_size_locked() const {
+  size_t size = 1;
+  for (const auto& f : followers_) size += 1 + f.companions.size();
+  return size;
+}
+
+std::vector<wire::JoinCompanion> Matchmaker::companions_locked() const {
+  std::vector<wire::JoinCompanion> out;
+  for (const auto& f : followers_) {
+    out.push_back({f.member.id, f.member.endpoint, f.member.role, f.bandwidth});
+    out.insert(out.end(), f.companions.begin(), f.companions.end());
+  }
+  return out;
 }
 
 std::vector<net::PeerAddress> Matchmaker::earlier_peers(double my_expiration, std::string& seen) {
@@ -118,29 +147,33 @@ std::vector<net::PeerAddress> Matchmaker::earlier_peers(double my_expiration, st
   return out;
 }
 
-Matchmaker::JoinOutcome Matchmaker::try_join(const net::PeerAddress& leader, double my_expiration, Deadline deadline) {
+Matchmaker::JoinOutcome Matchmaker::try_join(const net::PeerAddress& leader, double my_expiration, Deadline deadline,
+                                             const std::vector<wire::JoinCompanion>& companions) {
   wire::AvgJoin join{options_.group_key, options_.schema_hash, endpoint_, options_.role, options_.bandwidth,
-                     my_expiration, 1};
-  auto reply = client_.call(leader.endpoint, net::Outgoing::of(join), Deadline{deadline.at + kBeginGrace}).wait();
-  if (!reply) return {std::nullopt, reply.status().to_string(), std::nullopt};
-  if (leader.peer_id && reply->envelope().sender != *leader.peer_id) return {std::nullopt, "answered as another peer", std::nullopt};
+                     my_expiration, 1 + companions.size(), companions};
+  auto reply = client_.call(leader.endpoint, net::Outgoing::of(join), deadline).wait();
+  if (!reply) return {std::nullopt, {}, reply.status().to_string(), std::nullopt};
+  if (leader.peer_id && reply->envelope().sender != *leader.peer_id) return {std::nullopt, {}, "answered as another peer", std::nullopt};
   if (reply->type() == wire::MessageType::kAvgJoinRefused) {
     auto refused = reply->decode<wire::AvgJoinRefused>();
-    if (!refused) return {std::nullopt, refused.status().to_string(), std::nullopt};
+    if (!refused) return {std::nullopt, {}, refused.status().to_string(), std::nullopt};
     std::optional<net::PeerAddress> other;
     if (!refused->leader.empty()) {
       if (auto parsed = net::PeerAddress::parse(refused->leader)) other = *parsed;
     }
-    return {std::nullopt, refused->detail, other};
+    return {std::nullopt, {}, refused->detail, other};
   }
   auto begin = reply->decode<wire::AvgBegin>();
-  if (!begin) return {std::nullopt, "a bad BEGIN: " + begin.status().to_string(), std::nullopt};
-  auto group = Group::from_begin(std::move(*begin));
-  if (!group) return {std::nullopt, "a bad BEGIN: " + group.status().to_string(), std::nullopt};
+  if (!begin) return {std::nullopt, {}, "a bad BEGIN: " + begin.status().to_string(), std::nullopt};
+  auto group = Group::from_begin(*begin);
+  if (!group) return {std::nullopt, {}, "a bad BEGIN: " + group.status().to_string(), std::nullopt};
   if (!group->index_of(self_) || group->length() != options_.vector_length) {
-    return {std::nullopt, "a BEGIN without us, or for a vector of another length", std::nullopt};
+    return {std::nullopt, {}, "a BEGIN without us, or for a vector of another length", std::nullopt};
   }
-  return {std::move(group.value()), "", std::nullopt};
+  for (const auto& c : companions) {
+    if (!group->index_of(c.id)) return {std::nullopt, {}, "a BEGIN without the followers we brought", std::nullopt};
+  }
+  return {std::move(group.value()), std::move(*begin), "", std::nullopt};
 }
 
 Result<Group> Matchmaker::find_group(const Bytes& schema_hash, std::uint64_t vector_length) {
@@ -188,47 +221,56 @@ Result<Group> Matchmaker::find_group() {
 
   std::string seen = "nobody else is looking";
   std::string last_refusal;
+  auto full = [&] { return group_size_locked() >= options_.target_group_size; };
   while (!deadline.passed()) {
-    bool alone;
     {
       std::lock_guard lock(mutex_);
-      if (state_ == State::kLeading && followers_.size() + 1 >= options_.target_group_size) return assemble_locked();
-      alone = followers_.empty();
+      if (state_ == State::kLeading && full()) return assemble_locked();
     }
-    if (alone) {
-      // Try the earlier peers in leader order, and any leader a refusal names.
-      std::deque<net::PeerAddress> queue;
-      for (auto& p : earlier_peers(my_expiration, seen)) queue.push_back(std::move(p));
-      std::set<std::string> tried;
-      while (!queue.empty() && !deadline.passed()) {
-        net::PeerAddress leader = std::move(queue.front());
-        queue.pop_front();
-        if (!tried.insert(leader.to_string()).second) continue;
-        {
-          std::lock_guard lock(mutex_);
-          if (!followers_.empty()) break;  // someone joined us meanwhile: we lead
-          state_ = State::kJoining;
-          following_ = leader.to_string();
-        }
-        auto outcome = try_join(leader, my_expiration, deadline);
+    // Try the earlier peers in leader order, and any leader a refusal names. With followers, this is a
+    // merge: we ask to be taken with them, and hold them meanwhile.
+    std::deque<net::PeerAddress> queue;
+    for (auto& p : earlier_peers(my_expiration, seen)) queue.push_back(std::move(p));
+    std::set<std::string> tried;
+    while (!queue.empty() && !deadline.passed()) {
+      net::PeerAddress leader = std::move(queue.front());
+      queue.pop_front();
+      if (!tried.insert(leader.to_string()).second) continue;
+      std::vector<wire::JoinCompanion> companions;
+      {
         std::lock_guard lock(mutex_);
-        if (outcome.group) {
-          state_ = State::kDone;
-          return std::move(*outcome.group);
-        }
-        state_ = can_lead ? State::kLeading : State::kJoining;
-        following_.clear();
-        if (outcome.other_leader) queue.push_front(*outcome.other_leader);
-        last_refusal = leader.to_string() + ": " + outcome.why;
+        if (full()) break;  // followers filled our group meanwhile: we lead
+        state_ = State::kJoining;
+        following_ = leader.to_string();
+        companions = companions_locked();
       }
+      // Alone, we may wait a little past our deadline for BEGIN. With followers we must not: they wait
+      // for our BEGIN only until their own deadlines, which may be close to ours. An earlier leader
+      // assembles by its deadline, which is no later than ours.
+      const Deadline wait = companions.empty() ? Deadline{deadline.at + kBeginGrace} : Deadline{deadline.at + kBeginGrace / 4};
+      auto outcome = try_join(leader, my_expiration, wait, companions);
+      std::lock_guard lock(mutex_);
+      if (outcome.group) {
+        for (auto& f : followers_) f.replier.reply(outcome.begin);  // they were merged with us
+        if (!followers_.empty()) {
+          Logger::Line(log_, LogLevel::kDebug, kLog) << "merged our group of " << group_size_locked() << " into "
+                                                     << leader.to_string();
+        }
+        followers_.clear();
+        state_ = State::kDone;
+        return std::move(*outcome.group);
+      }
+      state_ = can_lead ? State::kLeading : State::kJoining;
+      following_.clear();
+      if (outcome.other_leader) queue.push_front(*outcome.other_leader);
+      last_refusal = leader.to_string() + ": " + outcome.why;
     }
     std::unique_lock lock(mutex_);
-    changed_.wait_until(lock, std::min(deadline.at, std::chrono::steady_clock::now() + kPollInterval),
-                        [&] { return followers_.size() + 1 >= options_.target_group_size; });
+    changed_.wait_until(lock, std::min(deadline.at, std::chrono::steady_clock::now() + kPollInterval), full);
   }
 
   std::lock_guard lock(mutex_);
-  if (state_ == State::kLeading && followers_.size() + 1 >= options_.min_group_size && !followers_.empty()) {
+  if (state_ == State::kLeading && group_size_locked() >= options_.min_group_size && !followers_.empty()) {
     return assemble_locked();
   }
   refuse_followers_locked(wire::JoinRefusal::kTooLate, "too few peers joined before the deadline");
@@ -240,9 +282,17 @@ Result<Group> Matchmaker::find_group() {
 }
 
 Result<Group> Matchmaker::assemble_locked() {
-  std::vector<Follower> members;
-  members.push_back(Follower{Member{self_, endpoint_, options_.role}, options_.bandwidth, {}});
-  for (auto& f : followers_) members.push_back(std::move(f));
+  struct Planned {
+    Member member;
+    double bandwidth;
+  };
+  std::vector<Planned> members{{Member{self_, endpoint_, options_.role}, options_.bandwidth}};
+  std::vector<net::Replier> repliers;  // our followers; their companions hear from the leader that brought them
+  for (auto& f : followers_) {
+    members.push_back({f.member, f.bandwidth});
+    for (const auto& c : f.companions) members.push_back({Member{c.id, c.endpoint, c.role}, c.bandwidth});
+    repliers.push_back(std::move(f.replier));
+  }
   followers_.clear();
   state_ = State::kDone;
   // A random order, so that no peer is always first in the grid (the planner's rounding favours nobody).
@@ -267,10 +317,9 @@ Result<Group> Matchmaker::assemble_locked() {
     begin.part_elements = options_.part_elements;
   }
   auto group = counts ? Group::from_begin(begin) : Result<Group>(status);
-  for (auto& m : members) {
-    if (m.member.id == self_) continue;
-    if (group) m.replier.reply(begin);
-    else m.replier.reply(wire::AvgJoinRefused{wire::JoinRefusal::kBadRequest, "the group cannot average: " + group.status().message(), ""});
+  for (auto& replier : repliers) {
+    if (group) replier.reply(begin);
+    else replier.reply(wire::AvgJoinRefused{wire::JoinRefusal::kBadRequest, "the group cannot average: " + group.status().message(), ""});
   }
   if (!group) return group.status().with_context("assembling the group");
   Logger::Line(log_, LogLevel::kDebug, kLog) << "leading a group of " << members.size();

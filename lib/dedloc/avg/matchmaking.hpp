@@ -13,8 +13,11 @@
 // group program (plan::plan_group_shares over the members' bandwidths and roles), and sends that with
 // BEGIN: members never compute boundaries themselves, so they cannot disagree.
 //
-// Not yet: merging two partly filled groups that formed side by side (a leader with followers stays their
-// leader); such groups simply average separately.
+// Groups that formed side by side merge: a leader whose group is not full keeps looking for earlier
+// peers and asks them to take it together with its followers (AvgJoin with companions). While it asks,
+// it refuses newcomers ("I follow X"); when the earlier leader's BEGIN comes, it passes it on to its own
+// followers, who never had to move. If the earlier leader refuses, nothing changed. Merges only flow
+// toward earlier peers, so they cannot cycle.
 #pragma once
 
 #include <condition_variable>
@@ -66,6 +69,7 @@ class Matchmaker {
     Member member;
     double bandwidth = 0;
     net::Replier replier;
+    std::vector<wire::JoinCompanion> companions;  // a merging leader's followers: in our group, answered by it
   };
   enum class State { kIdle, kLeading, kJoining, kDone };
 
@@ -74,11 +78,18 @@ class Matchmaker {
   std::vector<net::PeerAddress> earlier_peers(double my_expiration, std::string& seen);
   struct JoinOutcome {
     std::optional<Group> group;                     // the leader's BEGIN
+    wire::AvgBegin begin;                           // as received, to pass on to our followers after a merge
     std::string why;                                // otherwise: why not
     std::optional<net::PeerAddress> other_leader;   // a leader the refusal suggests instead
   };
   // Asks `leader` to take us, waiting (bounded) for its BEGIN.
-  JoinOutcome try_join(const net::PeerAddress& leader, double my_expiration, Deadline deadline);
+  // `companions` are our followers when we merge our group into the leader's: the BEGIN must list them.
+  JoinOutcome try_join(const net::PeerAddress& leader, double my_expiration, Deadline deadline,
+                       const std::vector<wire::JoinCompanion>& companions);
+  // Members in our group now, us included (followers bring their companions).
+  size_t group_size_locked() const;
+  // What our followers are, for a merge request.
+  std::vector<wire::JoinCompanion> companions_locked() const;
   // Builds BEGIN for us and our followers, answers them, and returns our group. Under mutex_.
   Result<Group> assemble_locked();
   void refuse_followers_locked(wire::JoinRefusal reason, const std::string& detail, const std::string& leader = "");

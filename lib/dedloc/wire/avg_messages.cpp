@@ -33,13 +33,31 @@ void AvgJoin::encode(MapWriter& out) const {
       .put("bw", bandwidth)
       .put("until", wait_until)
       .put("n", members);
+  if (companions.empty()) return;  // the common case stays small
+  std::vector<Bytes> ids;
+  std::vector<std::string> endpoints;
+  std::vector<std::uint64_t> roles;
+  std::vector<double> bandwidths;
+  for (const auto& c : companions) {
+    ids.emplace_back(c.id.span().begin(), c.id.span().end());
+    endpoints.push_back(c.endpoint);
+    roles.push_back(static_cast<std::uint64_t>(c.role));
+    bandwidths.push_back(c.bandwidth);
+  }
+  out.put_binaries("cids", ids).put_strings("ceps", endpoints).put_uints("croles", roles).put_doubles("cbws", bandwidths);
 }
 
 Result<AvgJoin> AvgJoin::decode(MapReader in) {
   AvgJoin m;
   std::uint64_t role = 0;
+  std::vector<Bytes> companion_ids;
+  std::vector<std::string> companion_endpoints;
+  std::vector<std::uint64_t> companion_roles;
+  std::vector<double> companion_bandwidths;
   in.get("grp", m.group_key).get("schema", m.schema_hash).get_optional("ep", m.endpoint).get("role", role)
-      .get("bw", m.bandwidth).get("until", m.wait_until).get_optional("n", m.members);
+      .get("bw", m.bandwidth).get("until", m.wait_until).get_optional("n", m.members)
+      .get_optional("cids", companion_ids).get_optional("ceps", companion_endpoints)
+      .get_optional("croles", companion_roles).get_optional("cbws", companion_bandwidths);
   DEDLOC_RETURN_IF_ERROR(in.status());
   auto r = role_from(role, kName);
   if (!r) return r.status();
@@ -50,6 +68,22 @@ Result<AvgJoin> AvgJoin::decode(MapReader in) {
   if (!std::isfinite(m.bandwidth) || m.bandwidth <= 0) return malformed(kName, "bandwidth must be a positive number");
   if (!std::isfinite(m.wait_until)) return malformed(kName, "'until' must be a finite time");
   if (m.members == 0 || m.members > kMaxGroupSize) return malformed(kName, "members out of range");
+  const size_t n = companion_ids.size();
+  if (companion_endpoints.size() != n || companion_roles.size() != n || companion_bandwidths.size() != n) {
+    return malformed(kName, "companion arrays differ in length");
+  }
+  if (m.members != 1 + n) return malformed(kName, "'n' must count the joiner and its companions");
+  for (size_t i = 0; i < n; ++i) {
+    auto id = crypto::PeerId::from_bytes(companion_ids[i]);
+    if (!id) return malformed(kName, "a companion id is not 20 bytes");
+    auto companion_role = role_from(companion_roles[i], kName);
+    if (!companion_role) return companion_role.status();
+    if (companion_endpoints[i].size() > 256) return malformed(kName, "endpoint too long");
+    if (!std::isfinite(companion_bandwidths[i]) || companion_bandwidths[i] <= 0) {
+      return malformed(kName, "a companion's bandwidth must be a positive number");
+    }
+    m.companions.push_back({*id, std::move(companion_endpoints[i]), *companion_role, companion_bandwidths[i]});
+  }
   return m;
 }
 

@@ -37,6 +37,16 @@ inline constexpr size_t kMaxGroupKeyBytes = 256;
 // nobody can dial it), AUX reduces only (a CPU-only helper with no gradients of its own).
 enum class AvgRole : std::uint8_t { kNode = 0, kClient = 1, kAux = 2 };
 
+// A member a merging leader brings with it (one of its followers, or theirs).
+struct JoinCompanion {
+  crypto::PeerId id;
+  std::string endpoint;  // empty for a client
+  AvgRole role = AvgRole::kNode;
+  double bandwidth = 0;  // bytes/s each way
+
+  bool operator==(const JoinCompanion&) const = default;
+};
+
 struct AvgJoin {
   static constexpr MessageType kType = MessageType::kAvgJoin;
   static constexpr std::string_view kName = "AvgJoin";
@@ -46,7 +56,10 @@ struct AvgJoin {
   AvgRole role = AvgRole::kNode;
   double bandwidth = 0;       // bytes/s the joiner can move each way (the shares depend on it)
   double wait_until = 0;      // unix seconds: the joiner gives up waiting for BEGIN then
-  std::uint64_t members = 1;  // how many peers come with it (a leader merging its group into ours)
+  std::uint64_t members = 1;  // peers this join is for: 1 + companions.size()
+  // A leader merging its partly filled group into an earlier leader's brings its followers along: the
+  // earlier leader puts them all in BEGIN and the merging leader passes BEGIN on to them.
+  std::vector<JoinCompanion> companions;
 
   void encode(MapWriter& out) const;
   static Result<AvgJoin> decode(MapReader in);
