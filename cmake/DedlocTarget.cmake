@@ -3,8 +3,11 @@
 
 find_program(DEDLOC_CCACHE ccache)
 if(DEDLOC_CCACHE)
-  set(CMAKE_C_COMPILER_LAUNCHER ${DEDLOC_CCACHE})
-  set(CMAKE_CXX_COMPILER_LAUNCHER ${DEDLOC_CCACHE})
+  # The sloppiness lets ccache cache translation units that use the torch precompiled header.
+  set(_dedloc_launcher ${CMAKE_COMMAND} -E env CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+                       ${DEDLOC_CCACHE})
+  set(CMAKE_C_COMPILER_LAUNCHER ${_dedloc_launcher})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${_dedloc_launcher})
 endif()
 
 if(DEDLOC_SANITIZE STREQUAL "address")
@@ -46,4 +49,17 @@ function(dedloc_executable name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
   dedloc_configure_target(${name})
+endfunction()
+
+# dedloc_torch_library(<name> SOURCES ... DEPS ...): a library that includes torch headers (lib/dedloc/train).
+# torch/torch.h costs ~20 s per translation unit; all torch libraries share one precompiled header, built
+# once for dedloc_task (the first of them).
+function(dedloc_torch_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  dedloc_library(${name} SOURCES ${ARG_SOURCES} DEPS ${ARG_DEPS} ${TORCH_LIBRARIES})
+  if(name STREQUAL "dedloc_task")
+    target_precompile_headers(${name} PRIVATE <torch/torch.h>)
+  else()
+    target_precompile_headers(${name} REUSE_FROM dedloc_task)
+  endif()
 endfunction()
