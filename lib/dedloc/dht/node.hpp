@@ -138,6 +138,7 @@ class Node {
   RecordValidator& validator() { return validator_; }
 
   const crypto::PeerId& id() const { return identity_.peer_id(); }
+  const crypto::PublicKey& public_key() const { return identity_.public_key(); }
   // Where we can be dialled ("tcp://host:port"); empty without a server. A client-mode node serves local
   // tools there but never tells other nodes.
   const std::string& endpoint() const { return advertised_; }

@@ -1,0 +1,67 @@
+#include "dedloc/train/collaboration_state.hpp"
+
+#include <algorithm>
+
+namespace dedloc::train {
+
+CollaborationState estimate_collaboration(const std::vector<PeerProgress>& peers, std::uint64_t target_batch_size,
+                                          double now, const EstimateOptions& options) {
+  CollaborationState state;
+  state.target_batch_size = target_batch_size;
+  state.time = now;
+  state.peers = peers.size();
+  bool any_node = false;
+  for (const auto& p : peers) {
+    if (p.client_mode) {
+      ++state.client_peers;
+      continue;
+    }
+    state.epoch = any_node ? std::max(state.epoch, p.epoch) : p.epoch;
+    any_node = true;
+  }
+  if (!any_node) {
+    for (const auto& p : peers) state.epoch = std::max(state.epoch, p.epoch);
+  }
+  const double target = static_cast<double>(target_batch_size);
+  for (const auto& p : peers) {
+    state.samples_per_second += p.samples_per_second;
+    if (p.epoch != state.epoch) continue;
+    double elapsed = std::max(0.0, now - p.time);
+    double extrapolated = static_cast<double>(p.samples_accumulated) + p.samples_per_second * elapsed;
+    state.samples_accumulated += std::min(extrapolated, std::max(target, static_cast<double>(p.samples_accumulated)));
+  }
+  if (state.samples_accumulated >= target) {
+    state.eta_seconds = 0;
+  } else if (state.samples_per_second > 0) {
+    state.eta_seconds = (target - state.samples_accumulated) / state.samples_per_second;
+  } else {
+    state.eta_seconds = options.max_refresh_seconds;  // nobody computes yet: look again later
+  }
+  const double n = static_cast<double>(std::max<size_t>(1, state.peers));
+  double refresh = state.samples_per_second > 0 ? state.eta_seconds * n / std::max(n + 3, 1.2 * n)
+                                                : options.max_refresh_seconds;
+  state.next_refresh_seconds = std::clamp(refresh, options.min_refresh_seconds, options.max_refresh_seconds);
+  return state;
+}
+
+void ThroughputEma::update(std::uint64_t samples, double now) {
+  if (paused_ || last_ < 0) {
+    resume(now);
+    return;
+  }
+  double elapsed = now - last_;
+  last_ = now;
+  if (elapsed <= 0) return;
+  double instant = static_cast<double>(samples) / elapsed;
+  // The first measurements carry more weight than alpha would give them (bias correction).
+  ++updates_;
+  double weight = std::max(alpha_, 1.0 / static_cast<double>(updates_));
+  rate_ = weight * instant + (1 - weight) * rate_;
+}
+
+void ThroughputEma::resume(double now) {
+  paused_ = false;
+  last_ = now;
+}
+
+}  // namespace dedloc::train

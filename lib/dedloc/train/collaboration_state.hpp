@@ -1,0 +1,66 @@
+// The collaboration-state estimate (DESIGN §5): from every peer's progress record, where the swarm is now
+// and when it will have gathered the global batch. Pure functions: the tracker calls them with what it
+// read from the DHT, tests with hand-made records.
+//
+//   global epoch E  = the largest epoch among non-client peers (clients may lag: they follow, never lead);
+//                     with only clients, the largest epoch of all
+//   samples S       = Σ over peers at epoch E of (accumulated + rate × (now − measured)), each peer's
+//                     extrapolation capped at the target (a stale record cannot promise a batch forever)
+//   rate R          = Σ of all live peers' samples/s
+//   ETA             = (B − S) / R, 0 once S ≥ B
+//   next refresh in ≈ ETA · N / max(N + 3, 1.2 N), clipped to [min, max] (0.5 s and 10 s by default): often
+//                     when the step is near or the swarm is small, rarely otherwise
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dedloc/train/progress.hpp"
+
+namespace dedloc::train {
+
+struct CollaborationState {
+  std::uint64_t epoch = 0;              // global epoch E
+  double samples_accumulated = 0;       // S, at `time`
+  double samples_per_second = 0;        // R
+  std::uint64_t target_batch_size = 0;  // B
+  size_t peers = 0;                     // live records counted
+  size_t client_peers = 0;
+  double eta_seconds = 0;               // until S reaches B
+  double time = 0;                      // unix seconds of this estimate
+  double next_refresh_seconds = 1;
+
+  bool batch_ready() const { return samples_accumulated >= static_cast<double>(target_batch_size); }
+};
+
+struct EstimateOptions {
+  double min_refresh_seconds = 0.5;
+  double max_refresh_seconds = 10;
+};
+
+// `peers` should hold our own, freshest record too (the tracker puts it there).
+CollaborationState estimate_collaboration(const std::vector<PeerProgress>& peers, std::uint64_t target_batch_size,
+                                          double now, const EstimateOptions& options = {});
+
+// An exponential moving average of samples/s over compute time only (hivemind's PerformanceEMA): the time
+// spent averaging or waiting between update() calls while paused does not count, so the rate others read
+// is how fast this peer computes, not how fast the last step went.
+class ThroughputEma {
+ public:
+  explicit ThroughputEma(double alpha = 0.1) : alpha_(alpha) {}
+  // `samples` were processed since the last update (or resume); `now` in seconds, any monotonic clock.
+  void update(std::uint64_t samples, double now);
+  void pause() { paused_ = true; }
+  // Restarts the clock at `now`: the paused time is not counted.
+  void resume(double now);
+  double samples_per_second() const { return rate_; }
+
+ private:
+  double alpha_;
+  double rate_ = 0;
+  double last_ = -1;
+  bool paused_ = false;
+  std::uint64_t updates_ = 0;
+};
+
+}  // namespace dedloc::train

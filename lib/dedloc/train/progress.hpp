@@ -1,0 +1,57 @@
+// Progress records (DESIGN §5): how far each peer of a run is, published in the DHT so that every peer can
+// estimate when the swarm has gathered the global batch, without a master.
+//
+// Under "{run_id}_progress" each peer owns one subkey, "[owner:<its public key>]", so the DHT accepts an
+// entry there only with that peer's signature: nobody can report progress on another's behalf. The value
+// is a msgpack map (wire format, see docs/wire-protocol.md):
+//   "epoch"  uint   global steps the peer has taken
+//   "n"      uint   samples accumulated toward the next step
+//   "sps"    float  samples/s (an EMA over compute time only: averaging pauses it)
+//   "t"      float  unix seconds when measured
+//   "client" bool   behind NAT: it sends gradients but reduces nothing
+//   "bw"     float  bytes/s it can move each way (dedloc-plan --live)
+//   "flops"  float  samples/s it computes at best, for the planner (optional)
+// A withdrawn record (a peer that left) is an empty value.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dedloc/core/bytes.hpp"
+#include "dedloc/core/clock.hpp"
+#include "dedloc/core/status.hpp"
+#include "dedloc/dht/node.hpp"
+#include "dedloc/dht/validator.hpp"
+
+namespace dedloc::train {
+
+struct PeerProgress {
+  std::uint64_t epoch = 0;
+  std::uint64_t samples_accumulated = 0;
+  double samples_per_second = 0;
+  double time = 0;                 // unix seconds
+  bool client_mode = false;
+  double bandwidth = 0;            // bytes/s each way
+  double compute = 0;              // samples/s at best
+  std::string peer;                // who (the owner subkey); filled when read from the DHT
+
+  bool operator==(const PeerProgress&) const = default;
+};
+
+std::string progress_key(const std::string& run_id);
+Bytes encode_progress(const PeerProgress& progress);
+Result<PeerProgress> decode_progress(ByteSpan value);
+// Registers the progress schema ("_progress") with a node's validator (before node.start()).
+void add_progress_schema(dht::RecordValidator& validator);
+
+// Publishes our record until now + ttl, under our own owner subkey (signed by the node's identity).
+Status publish_progress(dht::Node& node, const std::string& run_id, const PeerProgress& progress, Duration ttl,
+                        Deadline deadline);
+// Withdraws our record (an empty value that outlives the old one briefly), so others stop counting us.
+Status withdraw_progress(dht::Node& node, const std::string& run_id, Duration ttl, Deadline deadline);
+// Every live, well-formed record of the run (withdrawn and malformed ones are skipped).
+Result<std::vector<PeerProgress>> read_progress(dht::Node& node, const std::string& run_id, Deadline deadline);
+
+}  // namespace dedloc::train

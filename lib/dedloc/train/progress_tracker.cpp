@@ -1,0 +1,127 @@
+#include "dedloc/train/progress_tracker.hpp"
+
+#include "dedloc/dht/record.hpp"
+
+namespace dedloc::train {
+
+namespace {
+constexpr std::string_view kLog = "progress";
+}
+
+ProgressTracker::ProgressTracker(dht::Node& node, TrackerOptions options)
+    : node_(node), options_(std::move(options)), own_subkey_(dht::owner_marker(node.public_key())) {
+  next_fetch_ = std::chrono::steady_clock::now();
+  thread_ = std::thread([this] { run(); });
+}
+
+ProgressTracker::~ProgressTracker() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ProgressTracker::report(PeerProgress local) {
+  local.time = SystemClock::instance().unix_seconds();
+  std::lock_guard lock(mutex_);
+  bool epoch_changed = !local_ || local_->epoch != local.epoch;
+  local_ = std::move(local);
+  if (epoch_changed) wake_.notify_all();
+}
+
+CollaborationState ProgressTracker::state() const {
+  std::lock_guard lock(mutex_);
+  std::vector<PeerProgress> peers = others_;
+  if (local_) peers.push_back(*local_);
+  return estimate_collaboration(peers, options_.target_batch_size, SystemClock::instance().unix_seconds(),
+                                options_.estimate);
+}
+
+size_t ProgressTracker::others() const {
+  std::lock_guard lock(mutex_);
+  return others_.size();
+}
+
+void ProgressTracker::refresh_now() {
+  std::unique_lock lock(mutex_);
+  std::uint64_t target = fetches_done_ + 1;
+  fetch_requested_ = true;
+  wake_.notify_all();
+  // Bounded: one fetch takes at most dht_timeout; a publish may run first.
+  wake_.wait_for(lock, 2 * options_.dht_timeout + std::chrono::seconds(1),
+                 [&] { return fetches_done_ >= target || stopping_; });
+}
+
+void ProgressTracker::run() {
+  const Duration republish = options_.record_ttl / 3;
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    auto now = std::chrono::steady_clock::now();
+    bool must_publish = local_ && (!published_epoch_ || *published_epoch_ != local_->epoch ||
+                                   now - last_publish_ >= republish);
+    if (must_publish) {
+      PeerProgress snapshot = *local_;
+      published_epoch_ = snapshot.epoch;
+      last_publish_ = now;
+      lock.unlock();
+      publish(snapshot);
+      lock.lock();
+      continue;
+    }
+    if (fetch_requested_ || now >= next_fetch_) {
+      fetch_requested_ = false;
+      lock.unlock();
+      fetch();
+      lock.lock();
+      ++fetches_done_;
+      wake_.notify_all();
+      continue;
+    }
+    TimePoint until = next_fetch_;
+    if (local_) until = std::min(until, last_publish_ + republish);
+    wake_.wait_until(lock, until, [&] {
+      return stopping_ || fetch_requested_ || (local_ && (!published_epoch_ || *published_epoch_ != local_->epoch));
+    });
+  }
+}
+
+void ProgressTracker::publish(const PeerProgress& progress) {
+  auto published = publish_progress(node_, options_.run_id, progress, options_.record_ttl,
+                                    Deadline::after(options_.dht_timeout));
+  if (!published.is_ok()) {
+    Logger::Line(options_.log, LogLevel::kWarning, kLog) << "could not publish our progress: " << published.to_string();
+  }
+}
+
+void ProgressTracker::fetch() {
+  auto records = read_progress(node_, options_.run_id, Deadline::after(options_.dht_timeout));
+  std::lock_guard lock(mutex_);
+  if (!records) {
+    Logger::Line(options_.log, LogLevel::kWarning, kLog) << "could not read the swarm's progress: " << records.status().to_string();
+    next_fetch_ = std::chrono::steady_clock::now() + from_seconds(options_.estimate.min_refresh_seconds);
+    return;
+  }
+  others_.clear();
+  for (auto& r : *records) {
+    if (r.peer != own_subkey_) others_.push_back(std::move(r));
+  }
+  std::vector<PeerProgress> peers = others_;
+  if (local_) peers.push_back(*local_);
+  auto state = estimate_collaboration(peers, options_.target_batch_size, SystemClock::instance().unix_seconds(),
+                                      options_.estimate);
+  next_fetch_ = std::chrono::steady_clock::now() + from_seconds(state.next_refresh_seconds);
+}
+
+Status ProgressTracker::withdraw(Deadline deadline) {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  return withdraw_progress(node_, options_.run_id, options_.record_ttl, deadline);
+}
+
+}  // namespace dedloc::train

@@ -1,0 +1,98 @@
+// The collaboration-state estimate and the throughput EMA (DESIGN §5): pure functions on hand-made records.
+#include <catch2/catch.hpp>
+
+#include "dedloc/dht/validator.hpp"
+#include "dedloc/train/collaboration_state.hpp"
+#include "dedloc/wire/map_codec.hpp"
+
+using namespace dedloc;
+using namespace dedloc::train;
+
+namespace {
+PeerProgress peer(std::uint64_t epoch, std::uint64_t samples, double rate, double time, bool client = false) {
+  PeerProgress p;
+  p.epoch = epoch;
+  p.samples_accumulated = samples;
+  p.samples_per_second = rate;
+  p.time = time;
+  p.client_mode = client;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("Estimate: samples at the global epoch, extrapolated to now, give the ETA", "[unit][train]") {
+  // Two peers at epoch 7 measured 2 s ago, one behind at epoch 6 (its samples do not count toward 7).
+  std::vector<PeerProgress> peers{peer(7, 100, 50, 98), peer(7, 200, 100, 98), peer(6, 1000, 10, 98)};
+  auto s = estimate_collaboration(peers, 1000, 100);
+  CHECK(s.epoch == 7);
+  CHECK(s.peers == 3);
+  CHECK(s.samples_accumulated == Approx(100 + 2 * 50 + 200 + 2 * 100));
+  CHECK(s.samples_per_second == Approx(160));
+  CHECK(s.eta_seconds == Approx((1000 - 600) / 160.0));
+  CHECK_FALSE(s.batch_ready());
+  // Refresh: ETA · N / max(N + 3, 1.2 N) = 2.5 · 3 / 6, within [0.5, 10].
+  CHECK(s.next_refresh_seconds == Approx(2.5 * 3 / 6));
+}
+
+TEST_CASE("Estimate: clients follow, never lead; a stale record cannot promise a batch forever", "[unit][train]") {
+  // A client claims epoch 9; the nodes are at 4: the global epoch is 4.
+  auto s = estimate_collaboration({peer(9, 10, 5, 100, true), peer(4, 10, 5, 100)}, 100, 100);
+  CHECK(s.epoch == 4);
+  CHECK(s.client_peers == 1);
+  // Only clients: the largest epoch among them.
+  CHECK(estimate_collaboration({peer(3, 0, 1, 100, true), peer(5, 0, 1, 100, true)}, 100, 100).epoch == 5);
+  // A record 1000 s old at 10 samples/s extrapolates to the target, not to 10 000 samples.
+  auto stale = estimate_collaboration({peer(1, 0, 10, 0)}, 500, 1000);
+  CHECK(stale.samples_accumulated == Approx(500));
+  CHECK(stale.batch_ready());
+  CHECK(stale.eta_seconds == 0);
+  CHECK(stale.next_refresh_seconds == Approx(0.5));  // clipped below
+}
+
+TEST_CASE("Estimate: nobody computing yet means look again later, not divide by zero", "[unit][train]") {
+  auto s = estimate_collaboration({peer(0, 0, 0, 100)}, 100, 100);
+  CHECK(std::isfinite(s.eta_seconds));
+  CHECK(s.next_refresh_seconds == Approx(10));
+  auto empty = estimate_collaboration({}, 100, 100);
+  CHECK(empty.epoch == 0);
+  CHECK_FALSE(empty.batch_ready());
+}
+
+TEST_CASE("Throughput EMA counts compute time only", "[unit][train]") {
+  ThroughputEma ema(0.5);
+  ema.resume(0);
+  ema.update(100, 1);  // 100/s
+  CHECK(ema.samples_per_second() == Approx(100));
+  ema.pause();         // averaging for 10 s: not compute
+  ema.resume(11);
+  ema.update(100, 12);  // again 100 samples in 1 s of compute
+  CHECK(ema.samples_per_second() == Approx(100));
+  ema.update(300, 13);  // 300/s, alpha 0.5 after the first updates
+  CHECK(ema.samples_per_second() == Approx(200));
+}
+
+TEST_CASE("Progress records round-trip, and hostile ones are refused", "[unit][train]") {
+  PeerProgress p = peer(12, 345, 67.5, 1.7e9);
+  p.client_mode = true;
+  p.bandwidth = 1.25e7;
+  p.compute = 80;
+  auto back = decode_progress(encode_progress(p));
+  REQUIRE(back.is_ok());
+  CHECK(*back == p);
+
+  wire::MapWriter negative;
+  negative.put("epoch", std::uint64_t{1}).put("n", std::uint64_t{2}).put("sps", -5.0).put("t", 1.0);
+  CHECK(decode_progress(negative.to_bytes()).status().code() == Code::kMalformed);
+  wire::MapWriter missing;
+  missing.put("epoch", std::uint64_t{1});
+  CHECK_FALSE(decode_progress(missing.to_bytes()).is_ok());
+  CHECK_FALSE(decode_progress(Bytes{0xc1}).is_ok());  // not msgpack
+
+  // The DHT validator refuses what decode_progress would, before it reaches anyone's storage.
+  dht::RecordValidator validator;
+  add_progress_schema(validator);
+  wire::RecordEntry good{Bytes{'s'}, encode_progress(p), 1.7e9 + 30, {}};
+  wire::RecordEntry bad{Bytes{'s'}, negative.to_bytes(), 1.7e9 + 30, {}};
+  CHECK(validator.validate(progress_key("run1"), good, 1.7e9).is_ok());
+  CHECK_FALSE(validator.validate(progress_key("run1"), bad, 1.7e9).is_ok());
+}
