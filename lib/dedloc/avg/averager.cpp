@@ -62,6 +62,13 @@ Status Averager::start() { return server_->start(); }
 
 std::string Averager::endpoint() const { return server_->endpoint(); }
 
+std::string Averager::dialable_endpoint() const {
+  if (options_.role == AvgRole::kClient) return "";
+  if (!options_.announce.empty()) return options_.announce;
+  auto dht_host = net::parse_tcp_endpoint(dht_.endpoint());
+  return net::dialable_endpoint(server_->endpoint(), dht_host ? dht_host->host : "127.0.0.1");
+}
+
 Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> vector, double weight) {
   StepOutcome outcome;
   auto group = matchmaker_->find_group(schema.hash, schema.length);

@@ -66,6 +66,13 @@ class Averager {
   Result<StepOutcome> step(const VectorSchema& schema, std::span<float> vector, double weight);
 
   std::string endpoint() const;
+  // Where others dial our averaging server: --announce, or the bound endpoint with a wildcard host replaced
+  // by the host our DHT node advertises. Empty for clients.
+  std::string dialable_endpoint() const;
+  // The averager's RPC server and client, to serve more on the same port (a trainer's state downloads):
+  // register handlers before start().
+  net::Server& server() { return *server_; }
+  net::Client& client() { return *client_; }
 
  private:
   zmq::context_t& context_;

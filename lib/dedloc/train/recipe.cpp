@@ -1,0 +1,92 @@
+#include "dedloc/train/recipe.hpp"
+
+#include <set>
+
+#include "dedloc/train/task_registry.hpp"
+
+namespace dedloc::train {
+
+namespace {
+
+const std::set<std::string> kTopLevelKeys = {"run_id", "seed", "model", "data", "training", "optimizer", "schedule", "averaging"};
+
+Status invalid(const ConfigReader& where, const std::string& what) {
+  return error(Code::kInvalidArgument, where.where() + ": " + what);
+}
+
+}  // namespace
+
+Result<Recipe> Recipe::load(const std::string& path) {
+  auto root = ConfigReader::from_file(path);
+  if (!root) return root.status();
+  Recipe recipe(std::move(*root));
+  recipe.path = path;
+  ConfigReader& r = recipe.root_;
+  // Top-level typos are caught now, before the task (which may take minutes to build) reads its sections.
+  for (const auto& item : YAML::LoadFile(path)) {
+    auto key = item.first.as<std::string>("");
+    if (!kTopLevelKeys.count(key)) {
+      return error(Code::kInvalidArgument, path + ": unknown key '" + key + "' (known: run_id, seed, model, data, "
+                                           "training, optimizer, schedule, averaging)");
+    }
+  }
+  r.read("run_id", recipe.run_id);
+  r.read("seed", recipe.seed);
+  ConfigReader model = r.section("model");
+  YAML::Node kind = model.raw("kind");
+  recipe.model_kind = kind && kind.IsScalar() ? kind.as<std::string>() : "";
+  if (recipe.model_kind.empty()) return invalid(model, "kind: missing (one of " + known_task_kinds() + ")");
+  if (!has_task_kind(recipe.model_kind)) {
+    return invalid(model, "kind: unknown model '" + recipe.model_kind + "' (one of " + known_task_kinds() + ")");
+  }
+
+  ConfigReader training = r.section("training");
+  training.read("target_batch_size", recipe.training.target_batch_size);
+  training.read("micro_batch_size", recipe.training.micro_batch_size);
+  training.read("max_grad_norm", recipe.training.max_grad_norm);
+  training.read("checkpoint_every", recipe.training.checkpoint_every);
+  ConfigReader optimizer = r.section("optimizer");
+  read_optimizer_options(optimizer, recipe.optimizer);
+  ConfigReader schedule = r.section("schedule");
+  read_schedule_options(schedule, recipe.schedule);
+  ConfigReader averaging = r.section("averaging");
+  auto& a = recipe.averaging;
+  std::uint64_t group = a.target_group_size, min_group = a.min_group_size;
+  std::string codec = "none";
+  averaging.read("target_group_size", group);
+  averaging.read("min_group_size", min_group);
+  averaging.read("matchmaking_time", a.matchmaking_time);
+  averaging.read("averaging_timeout", a.averaging_timeout);
+  averaging.read("sender_timeout", a.sender_timeout);
+  averaging.read("reducer_timeout", a.reducer_timeout);
+  averaging.read("codec", codec);
+  averaging.read("bandwidth_mbit", a.bandwidth_mbit);
+  a.target_group_size = group;
+  a.min_group_size = min_group;
+  for (auto* section : {&training, &optimizer, &schedule, &averaging}) DEDLOC_RETURN_IF_ERROR(section->finish());
+
+  if (recipe.training.target_batch_size < 1) return invalid(training, "target_batch_size must be >= 1");
+  if (recipe.training.micro_batch_size < 1) return invalid(training, "micro_batch_size must be >= 1");
+  if (!(recipe.training.max_grad_norm >= 0)) return invalid(training, "max_grad_norm must be >= 0 (0: no clipping)");
+  DEDLOC_RETURN_IF_ERROR(check_optimizer_options(recipe.optimizer).with_context(optimizer.where()));
+  DEDLOC_RETURN_IF_ERROR(check_schedule_options(recipe.schedule).with_context(schedule.where()));
+  auto parsed = avg::parse_codec(codec);
+  if (!parsed) return invalid(averaging, "codec: " + parsed.status().message());
+  a.codec = *parsed;
+  if (a.target_group_size < 2 || a.min_group_size < 1 || a.min_group_size > a.target_group_size) {
+    return invalid(averaging, "need target_group_size >= 2 and 1 <= min_group_size <= target_group_size");
+  }
+  for (double seconds : {a.matchmaking_time, a.averaging_timeout, a.sender_timeout, a.reducer_timeout, a.bandwidth_mbit}) {
+    if (!(seconds > 0)) return invalid(averaging, "times and bandwidth must be positive numbers");
+  }
+  return recipe;
+}
+
+Result<std::unique_ptr<Task>> Recipe::build_task(const TaskContext& context) {
+  auto task = make_task(model_kind, root_.section("model"), root_.section("data"), context);
+  if (!task) return task.status();
+  DEDLOC_RETURN_IF_ERROR(root_.finish());
+  return task;
+}
+
+}  // namespace dedloc::train

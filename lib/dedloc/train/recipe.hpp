@@ -1,0 +1,68 @@
+// Recipes: one YAML file that says what a run trains and how (recipes/*.yaml, docs/recipes.md).
+//
+//   run_id: mlp-demo            # peers with the same run id train together (--run-id overrides)
+//   seed: 1                     # initial parameters (the same on every peer)
+//   model: {kind: mlp, ...}     # read by the model's task (models/*_task.hpp)
+//   data:  {kind: regression, ...}
+//   training: {target_batch_size: 1024, micro_batch_size: 32, max_grad_norm: 1.0, checkpoint_every: 50}
+//   optimizer: {kind: lamb, weight_decay: 0.01, ...}
+//   schedule: {kind: linear, lr: 0.00176, warmup_epochs: 50, total_epochs: 1000}
+//   averaging: {target_group_size: 16, matchmaking_time: 5, averaging_timeout: 60, codec: fp16, ...}
+//
+// Every key is checked: an unknown or mistyped one is an error naming the key and the file, before any
+// model is built.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "dedloc/avg/codec.hpp"
+#include "dedloc/core/config.hpp"
+#include "dedloc/train/optimizer.hpp"
+#include "dedloc/train/schedule.hpp"
+#include "dedloc/train/task.hpp"
+
+namespace dedloc::train {
+
+struct TrainingOptions {
+  std::uint64_t target_batch_size = 1024;  // samples the swarm gathers per global step
+  std::int64_t micro_batch_size = 32;      // samples per forward/backward on this peer
+  double max_grad_norm = 0;                // per micro-step clipping of the gradient norm; 0: none
+  std::uint64_t checkpoint_every = 0;      // epochs between checkpoints (with --checkpoint-dir); 0: at exit only
+};
+
+struct AveragingRecipe {
+  size_t target_group_size = 16;
+  size_t min_group_size = 2;
+  double matchmaking_time = 5;     // seconds
+  double averaging_timeout = 60;   // seconds, one all-reduce
+  double sender_timeout = 15;
+  double reducer_timeout = 30;
+  avg::Codec codec = avg::Codec::kNone;  // none | fp16 | scaled-fp16 | uint8 | blockwise8
+  double bandwidth_mbit = 100;     // this peer's bandwidth each way, for the leader's shares
+};
+
+class Recipe {
+ public:
+  // Reads and checks everything but the model and data sections (those belong to the task, build_task).
+  static Result<Recipe> load(const std::string& path);
+
+  // Builds the task the recipe names (model.kind), which reads and checks model: and data:.
+  Result<std::unique_ptr<Task>> build_task(const TaskContext& context);
+
+  std::string path;
+  std::string run_id;
+  std::uint64_t seed = 0;
+  std::string model_kind;
+  TrainingOptions training;
+  OptimizerOptions optimizer;
+  ScheduleOptions schedule;
+  AveragingRecipe averaging;
+
+ private:
+  explicit Recipe(ConfigReader root) : root_(std::move(root)) {}
+  ConfigReader root_;
+};
+
+}  // namespace dedloc::train

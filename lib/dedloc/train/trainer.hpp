@@ -1,0 +1,98 @@
+// The collaborative optimizer loop (DESIGN §5): what one dedloc-train peer does between start and exit.
+//
+// Each iteration computes one micro-batch: forward, backward, per-micro-step gradient clipping, and adds
+// the gradients to an accumulator. The progress tracker publishes how many samples this peer holds and
+// estimates the swarm's total; when the swarm has gathered the global batch (or the global epoch moved
+// on), the peer averages its accumulated gradients (divided by its micro-steps) with a group of peers,
+// weighted by samples, through the Averager, applies the optimizer at the schedule's learning rate for the
+// epoch, and increments the epoch by exactly one. So the swarm computes large-batch SGD.
+//
+// Faults: if averaging finds no group or fails, the peer steps with its local gradients and says so.
+// Non-finite gradients are never applied: a micro-batch with a non-finite loss is dropped, and a step
+// whose gradients are non-finite after averaging is skipped. A peer two or more epochs behind the swarm
+// (or one that joins a swarm already past epoch 0) downloads the current state — parameters, buffers,
+// optimizer statistics, epoch — from donors, and every non-client peer serves its own state as a donor.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <zmq.hpp>
+
+#include "dedloc/avg/averager.hpp"
+#include "dedloc/avg/state_transfer.hpp"
+#include "dedloc/train/optimizer.hpp"
+#include "dedloc/train/progress_tracker.hpp"
+#include "dedloc/train/recipe.hpp"
+#include "dedloc/train/task.hpp"
+
+namespace dedloc::train {
+
+struct TrainerOptions {
+  std::string run_id;
+  TrainingOptions training;
+  ScheduleOptions schedule;
+  avg::AveragerOptions averaging;     // role kClient for a peer behind NAT
+  double max_time_seconds = 0;        // stop after this much wall time; 0: no limit
+  std::uint64_t max_epochs = 0;       // stop at this epoch; 0: no limit
+  std::string checkpoint_dir;         // checkpoint.safetensors + model.safetensors; empty: none
+  std::map<std::string, std::string> checkpoint_extra;  // recipe, run id: saved with each checkpoint
+  std::string samples_log;            // a file with, per step, the epoch and the sample ids this peer put in
+  bool status_line = false;           // a live status line (a terminal) rather than log lines
+  Duration record_ttl = std::chrono::seconds(30);
+  Logger* log = &Logger::global();
+};
+
+struct TrainerReport {
+  std::uint64_t epoch = 0;
+  double last_loss = 0;               // mean micro-batch loss of the last completed epoch
+  std::uint64_t steps_averaged = 0;   // steps taken with a group's average
+  std::uint64_t steps_alone = 0;      // steps taken with local gradients only
+  std::uint64_t steps_skipped = 0;    // steps refused because the gradients were not finite
+  std::uint64_t states_loaded = 0;    // downloads from donors
+  double seconds = 0;                 // wall time in run()
+  double compute_seconds = 0;         // of which computing micro-batches
+};
+
+class Trainer {
+ public:
+  // `node` must be started and joined; everything must outlive the trainer.
+  Trainer(zmq::context_t& context, dht::Node& node, const crypto::Identity& identity, Task& task,
+          Optimizer& optimizer, TrainerOptions options);
+  ~Trainer();
+
+  // Starts the averaging/donor server, checks that the swarm trains the same model (schema hash), and
+  // catches up with the swarm if it is past our epoch. Errors name what differs.
+  Status start();
+  // Trains until `should_stop` says so, max_time or max_epochs. Withdraws our records on the way out.
+  Result<TrainerReport> run(const std::function<bool()>& should_stop);
+
+  // The whole training state (parameters, buffers, optimizer statistics, epoch, lr) and loading one (a
+  // checkpoint, a download); load_state refuses a state of another shape naming the first difference.
+  avg::TrainingState snapshot() const;
+  Status load_state(const avg::TrainingState& state);
+  std::uint64_t epoch() const { return epoch_; }
+  // Writes checkpoint.safetensors (everything) and model.safetensors (parameters and buffers under their
+  // model names, for the PyTorch / Hugging Face world) into checkpoint_dir.
+  Status save_checkpoint_files() const;
+
+ private:
+  struct Parts;
+  void accumulate(const Batch& batch, double loss);
+  void step(TrainerReport& report);
+  Status catch_up(TrainerReport& report);
+  void publish_donor_and_metrics(bool force);
+  void show_status(const CollaborationState& state, bool final = false);
+  PeerProgress local_progress() const;
+
+  dht::Node& node_;
+  Task& task_;
+  Optimizer& optimizer_;
+  TrainerOptions options_;
+  std::unique_ptr<Parts> parts_;  // torch tensors and the network pieces (trainer.cpp)
+  std::uint64_t epoch_ = 0;
+};
+
+}  // namespace dedloc::train

@@ -1,0 +1,172 @@
+#include "training_session.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "dedloc/cli/ready_line.hpp"
+#include "dedloc/cli/signals.hpp"
+#include "dedloc/dht/node.hpp"
+#include "dedloc/train/checkpoint.hpp"
+#include "dedloc/train/progress.hpp"
+#include "dedloc/train/trainer.hpp"
+
+namespace dedloc::train_tool {
+
+namespace {
+
+constexpr std::string_view kTool = "dedloc-train";
+
+Result<torch::Device> parse_device(const std::string& text) {
+  try {
+    torch::Device device(text);
+    if (device.is_cuda() && !torch::cuda::is_available()) {
+      return error(Code::kInvalidArgument, "--device " + text + ": this libtorch build or machine has no CUDA device");
+    }
+    return device;
+  } catch (const std::exception&) {
+    return error(Code::kInvalidArgument, "--device " + text + ": expected cpu, cuda or cuda:N");
+  }
+}
+
+// Registers the record families a trainer reads and writes, so hostile values never reach storage.
+void add_schemas(dht::RecordValidator& validator) {
+  train::add_progress_schema(validator);
+  avg::add_donor_schema(validator);
+}
+
+std::string host_of(const std::string& endpoint) {
+  auto parsed = net::parse_tcp_endpoint(endpoint);
+  return parsed ? parsed->host : "";
+}
+
+}  // namespace
+
+int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
+  auto& log = Logger::global();
+  if (auto status = cli::setup_logging(common, log); !status.is_ok()) return cli::report_failure(kTool, status);
+  if (!common.config.empty() || common.print_config) {
+    return cli::report_failure(kTool, error(Code::kInvalidArgument, "--config/--print-config: dedloc-train takes its "
+                                                                     "settings from --recipe and flags"));
+  }
+  auto recipe = train::Recipe::load(o.recipe);
+  if (!recipe) return cli::report_failure(kTool, recipe.status());
+  std::string run_id = o.run_id.empty() ? recipe->run_id : o.run_id;
+  if (run_id.empty()) {
+    return cli::report_failure(kTool, error(Code::kInvalidArgument, o.recipe + ": no run_id; give one there or with --run-id"));
+  }
+  if (o.resume && o.checkpoint_dir.empty()) {
+    return cli::report_failure(kTool, error(Code::kInvalidArgument, "--resume needs --checkpoint-dir"));
+  }
+  auto peers = net::PeerAddress::parse_all(o.initial_peers, "--initial-peers");
+  if (!peers) return cli::report_failure(kTool, peers.status());
+  if (o.client_mode && peers->empty()) {
+    return cli::report_failure(kTool, error(Code::kInvalidArgument, "--client-mode needs --initial-peers: a client cannot start a swarm"));
+  }
+  auto device = parse_device(o.device);
+  if (!device) return cli::report_failure(kTool, device.status());
+  auto identity = cli::load_identity(common);
+  if (!identity) return cli::report_failure(kTool, identity.status());
+  if (o.threads > 0) torch::set_num_threads(o.threads);
+  cli::install_shutdown_handlers();
+
+  // The DHT first: an unreachable initial peer is reported before minutes of model building.
+  zmq::context_t context;
+  dht::NodeOptions dht_options;
+  dht_options.listen = o.client_mode ? "" : o.dht_listen;
+  dht_options.client_mode = o.client_mode;
+  if (!o.announce_host.empty() && !o.client_mode) {
+    auto bound = net::parse_tcp_endpoint(o.dht_listen);
+    if (bound) dht_options.announce = "tcp://" + o.announce_host + ":" + std::to_string(bound->port);
+  }
+  dht::Node node(context, *identity, dht_options);
+  add_schemas(node.validator());
+  if (auto started = node.start(); !started.is_ok()) return cli::report_failure(kTool, started);
+  if (!peers->empty()) {
+    if (auto joined = node.bootstrap(*peers, Deadline::after(std::chrono::seconds(15))); !joined.is_ok()) {
+      return cli::report_failure(kTool, joined.with_context("joining the swarm through --initial-peers"));
+    }
+  }
+
+  train::TaskContext task_context;
+  task_context.device = *device;
+  task_context.init_seed = recipe->seed;
+  task_context.data_seed = o.data_seed != 0 ? o.data_seed : std::random_device{}();
+  task_context.micro_batch_size = o.micro_batch_size > 0 ? o.micro_batch_size : recipe->training.micro_batch_size;
+  task_context.work_dir = o.checkpoint_dir.empty() ? std::filesystem::temp_directory_path().string() + "/dedloc-" + run_id
+                                                   : o.checkpoint_dir;
+  task_context.log = &log;
+  std::error_code ec;
+  std::filesystem::create_directories(task_context.work_dir, ec);
+  auto task = recipe->build_task(task_context);
+  if (!task) return cli::report_failure(kTool, task.status());
+  auto& t = **task;
+  auto optimizer = train::make_optimizer(recipe->optimizer, t.named_parameters(),
+                                         [&t](const std::string& name) { return t.decays(name); });
+  if (!optimizer) return cli::report_failure(kTool, optimizer.status().with_context(o.recipe + ": optimizer"));
+
+  train::TrainerOptions options;
+  options.run_id = run_id;
+  options.training = recipe->training;
+  options.training.micro_batch_size = task_context.micro_batch_size;
+  options.schedule = recipe->schedule;
+  auto& a = options.averaging;
+  a.role = o.client_mode ? avg::AvgRole::kClient : avg::AvgRole::kNode;
+  a.listen = o.avg_listen;
+  if (!o.announce_host.empty() && !o.client_mode) {
+    auto bound = net::parse_tcp_endpoint(o.avg_listen);
+    if (bound && bound->port != 0) a.announce = "tcp://" + o.announce_host + ":" + std::to_string(bound->port);
+  }
+  a.bandwidth = (o.bandwidth_mbit > 0 ? o.bandwidth_mbit : recipe->averaging.bandwidth_mbit) * 1e6 / 8;
+  a.target_group_size = recipe->averaging.target_group_size;
+  a.min_group_size = recipe->averaging.min_group_size;
+  a.matchmaking_time = from_seconds(recipe->averaging.matchmaking_time);
+  a.averaging_timeout = from_seconds(recipe->averaging.averaging_timeout);
+  a.all_reduce.codec = recipe->averaging.codec;
+  a.all_reduce.sender_timeout = from_seconds(recipe->averaging.sender_timeout);
+  a.all_reduce.reducer_timeout = from_seconds(recipe->averaging.reducer_timeout);
+  options.max_time_seconds = o.max_time;
+  options.max_epochs = o.max_epochs;
+  options.checkpoint_dir = o.checkpoint_dir;
+  options.checkpoint_extra = {{"run_id", run_id}, {"recipe", o.recipe}, {"model", recipe->model_kind}};
+  options.samples_log = o.samples_log;
+  options.status_line = ::isatty(STDERR_FILENO) && !common.json;
+  options.log = &log;
+  train::Trainer trainer(context, node, *identity, t, **optimizer, options);
+
+  if (o.resume) {
+    auto checkpoint = train::load_checkpoint(o.checkpoint_dir + "/checkpoint.safetensors");
+    if (!checkpoint) return cli::report_failure(kTool, checkpoint.status());
+    if (auto loaded = trainer.load_state(checkpoint->state); !loaded.is_ok()) {
+      return cli::report_failure(kTool, loaded.with_context("resuming from " + o.checkpoint_dir));
+    }
+    log.info("train") << "resumed at epoch " << trainer.epoch() << " from " << o.checkpoint_dir;
+  }
+  if (auto started = trainer.start(); !started.is_ok()) return cli::report_failure(kTool, started);
+  cli::ReadyLine ready{"train", node.id(), {}, {{"run_id", run_id}, {"model", t.describe()}}};
+  if (!o.client_mode) ready.endpoints.push_back(node.address().to_string());
+  ready.print();
+  log.info("train") << "training " << t.describe() << " in run '" << run_id << "' from epoch " << trainer.epoch()
+                    << ", global batch " << recipe->training.target_batch_size << ", micro-batch "
+                    << task_context.micro_batch_size << " on " << o.device;
+
+  auto report = trainer.run([] { return cli::shutdown_requested(); });
+  if (!report) return cli::report_failure(kTool, report.status());
+  nlohmann::json summary = {{"epoch", report->epoch},
+                            {"loss", report->last_loss},
+                            {"steps_averaged", report->steps_averaged},
+                            {"steps_alone", report->steps_alone},
+                            {"steps_skipped", report->steps_skipped},
+                            {"states_loaded", report->states_loaded},
+                            {"seconds", report->seconds},
+                            {"compute_seconds", report->compute_seconds}};
+  if (common.json) std::cout << summary.dump() << std::endl;
+  log.info("train") << "leaving at epoch " << report->epoch << ": " << summary.dump();
+  return cli::shutdown_requested() ? cli::kExitInterrupted : cli::kExitOk;
+}
+
+}  // namespace dedloc::train_tool

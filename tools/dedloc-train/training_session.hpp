@@ -1,0 +1,34 @@
+// One dedloc-train session: load the recipe, join the DHT, build the task and optimizer, resume or catch up,
+// train until stopped, leave cleanly.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dedloc/cli/app.hpp"
+
+namespace dedloc::train_tool {
+
+struct SessionOptions {
+  std::string recipe;
+  std::vector<std::string> initial_peers;
+  std::string run_id;
+  bool client_mode = false;
+  std::string device = "cpu";
+  std::int64_t micro_batch_size = 0;  // 0: the recipe's
+  double max_time = 0;
+  std::uint64_t max_epochs = 0;
+  std::string checkpoint_dir;
+  bool resume = false;
+  std::string dht_listen = "tcp://0.0.0.0:0";
+  std::string avg_listen = "tcp://0.0.0.0:0";
+  std::string announce_host;
+  double bandwidth_mbit = 0;          // 0: the recipe's
+  std::uint64_t data_seed = 0;        // 0: random
+  int threads = 0;
+  std::string samples_log;
+};
+
+int run_session(const cli::CommonFlags& common, const SessionOptions& options);
+
+}  // namespace dedloc::train_tool
