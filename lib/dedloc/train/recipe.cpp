@@ -33,6 +33,8 @@ Result<Recipe> Recipe::load(const std::string& path) {
   r.read("run_id", recipe.run_id);
   r.read("seed", recipe.seed);
   ConfigReader model = r.section("model");
+  recipe.model_section_ = model;
+  recipe.data_section_ = r.section("data");
   YAML::Node kind = model.raw("kind");
   recipe.model_kind = kind && kind.IsScalar() ? kind.as<std::string>() : "";
   if (recipe.model_kind.empty()) return invalid(model, "kind: missing (one of " + known_task_kinds() + ")");
@@ -63,7 +65,8 @@ Result<Recipe> Recipe::load(const std::string& path) {
   averaging.read("bandwidth_mbit", a.bandwidth_mbit);
   a.target_group_size = group;
   a.min_group_size = min_group;
-  for (auto* section : {&training, &optimizer, &schedule, &averaging}) DEDLOC_RETURN_IF_ERROR(section->finish());
+  // Unknown keys in these sections are reported by build_task's finish(), with the task's own; the
+  // values read so far are checked here.
 
   if (recipe.training.target_batch_size < 1) return invalid(training, "target_batch_size must be >= 1");
   if (recipe.training.micro_batch_size < 1) return invalid(training, "micro_batch_size must be >= 1");
@@ -83,7 +86,7 @@ Result<Recipe> Recipe::load(const std::string& path) {
 }
 
 Result<std::unique_ptr<Task>> Recipe::build_task(const TaskContext& context) {
-  auto task = make_task(model_kind, root_.section("model"), root_.section("data"), context);
+  auto task = make_task(model_kind, *model_section_, *data_section_, context);
   if (!task) return task.status();
   DEDLOC_RETURN_IF_ERROR(root_.finish());
   return task;

@@ -63,6 +63,8 @@ class Recipe {
  private:
   explicit Recipe(ConfigReader root) : root_(std::move(root)) {}
   ConfigReader root_;
+  // The sections handed to the task: the very readers made from root_, so its finish() sees their reads.
+  std::optional<ConfigReader> model_section_, data_section_;
 };
 
 }  // namespace dedloc::train

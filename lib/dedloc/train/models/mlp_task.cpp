@@ -98,8 +98,6 @@ Result<std::unique_ptr<Task>> make_mlp_task(ConfigReader model, ConfigReader dat
   data.read("noise", d.noise);
   data.read("seed", d.seed);
   data.read("teacher_hidden", d.teacher_hidden);
-  DEDLOC_RETURN_IF_ERROR(model.finish());  // typos reported before any work
-  DEDLOC_RETURN_IF_ERROR(data.finish());
   auto bad = [](const ConfigReader& where, const std::string& what) {
     return error(Code::kInvalidArgument, where.where() + ": " + what);
   };
