@@ -39,12 +39,12 @@ constexpr double kNoLimit = INFINITY;
 struct Slot {
   std::string name;
   torch::Tensor param;
-  bool decays = true;   // weight decay applies (the decays() predicate)
-  bool adapts = true;   // lamb, lars: the trust ratio applies
-  torch::Tensor first;  // sgd, lars: the momentum buffer (undefined without momentum); lamb: m
-  torch::Tensor second;     // lamb: v
-  torch::Tensor scratch;    // a view of the shared scratch buffer with the parameter's shape
-  torch::Tensor norms;      // {2}, on the parameter's device: ‖w‖ and ‖u‖ (or ‖g‖) for one step
+  bool decays = true;            // weight decay applies (the decays() predicate)
+  bool adapts = true;            // lamb, lars: the trust ratio applies
+  torch::Tensor first;           // sgd, lars: the momentum buffer (undefined without momentum); lamb: m
+  torch::Tensor second;          // lamb: v
+  torch::Tensor scratch;         // a view of the shared scratch buffer with the parameter's shape
+  torch::Tensor norms;           // {2}, on the parameter's device: ‖w‖ and ‖u‖ (or ‖g‖) for one step
   torch::Tensor norm_a, norm_b;  // views of norms[0], norms[1] (out= targets)
   torch::Tensor norms_host;      // {2} float64 on the CPU, where the norms are read
 };
