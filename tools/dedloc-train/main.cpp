@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", options.micro_batch_size, "samples per micro-batch on this peer (default: the recipe's)");
   app.add_option("--max-time", options.max_time, "stop after this many seconds (0: until SIGINT)")->capture_default_str();
   app.add_option("--max-epochs", options.max_epochs, "stop at this global epoch (0: no limit)")->capture_default_str();
+  app.add_option("--min-peers", options.min_peers, "start computing once this many peers (this one included) are in the run")
+      ->capture_default_str();
   app.add_option("--checkpoint-dir", options.checkpoint_dir,
                  "write checkpoint.safetensors and model.safetensors here (every training.checkpoint_every epochs "
                  "and at exit)");

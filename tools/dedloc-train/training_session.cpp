@@ -131,6 +131,7 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   a.all_reduce.reducer_timeout = from_seconds(recipe->averaging.reducer_timeout);
   options.max_time_seconds = o.max_time;
   options.max_epochs = o.max_epochs;
+  options.min_peers = o.min_peers;
   options.checkpoint_dir = o.checkpoint_dir;
   options.checkpoint_extra = {{"run_id", run_id}, {"recipe", o.recipe}, {"model", recipe->model_kind}};
   options.samples_log = o.samples_log;

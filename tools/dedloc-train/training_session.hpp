@@ -18,6 +18,7 @@ struct SessionOptions {
   std::int64_t micro_batch_size = 0;  // 0: the recipe's
   double max_time = 0;
   std::uint64_t max_epochs = 0;
+  size_t min_peers = 1;
   std::string checkpoint_dir;
   bool resume = false;
   std::string dht_listen = "tcp://0.0.0.0:0";

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "dedloc/dht/record.hpp"
 #include "dedloc/train/checkpoint.hpp"
@@ -380,6 +381,21 @@ void Trainer::show_status(const CollaborationState& state, bool final) {
 Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
   auto& p = *parts_;
   TrainerReport report;
+  if (options_.min_peers > 1) {
+    Logger::Line(options_.log, LogLevel::kInfo, kLog) << "waiting for " << options_.min_peers << " peers in run '" << options_.run_id << "'";
+    auto deadline = Deadline::after(options_.wait_for_peers);
+    while (p.tracker->others() + 1 < options_.min_peers) {
+      if (should_stop()) return report;
+      if (deadline.passed()) {
+        return error(Code::kTimeout, "only " + std::to_string(p.tracker->others() + 1) + " of the " +
+                                         std::to_string(options_.min_peers) + " peers asked for (--min-peers) joined run '" +
+                                         options_.run_id + "' in time");
+      }
+      p.tracker->report(local_progress());
+      p.tracker->refresh_now();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
   p.started = now_seconds();
   p.ema.resume(p.started);
   torch::Tensor loss;

@@ -37,6 +37,8 @@ struct TrainerOptions {
   avg::AveragerOptions averaging;     // role kClient for a peer behind NAT
   double max_time_seconds = 0;        // stop after this much wall time; 0: no limit
   std::uint64_t max_epochs = 0;       // stop at this epoch; 0: no limit
+  size_t min_peers = 1;               // wait (up to wait_for_peers) until this many peers, us included, are in
+  Duration wait_for_peers = std::chrono::minutes(5);
   std::string checkpoint_dir;         // checkpoint.safetensors + model.safetensors; empty: none
   std::map<std::string, std::string> checkpoint_extra;  // recipe, run id: saved with each checkpoint
   std::string samples_log;            // a file with, per step, the epoch and the sample ids this peer put in

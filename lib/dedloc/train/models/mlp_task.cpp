@@ -39,6 +39,7 @@ class MlpTask : public Task {
     model_->push_back(torch::nn::Linear(width, outputs));
     model_->to(context.device);
     order_.resize(static_cast<size_t>(data_.size()));
+    position_ = order_.size();  // used up: the first batch draws a permutation
     rng_.seed(context.data_seed);
     prefetcher_ = std::make_unique<Prefetcher<Batch>>(4, [this] { return make_batch(); });
   }
@@ -77,7 +78,7 @@ class MlpTask : public Task {
   RegressionData data_;
   torch::nn::Sequential model_;
   std::vector<std::uint64_t> order_;
-  size_t position_ = 0;  // order_ starts "used up": the first batch draws a permutation
+  size_t position_ = 0;
   std::mt19937_64 rng_;
   std::unique_ptr<Prefetcher<Batch>> prefetcher_;  // last: stopped before what it reads
 };

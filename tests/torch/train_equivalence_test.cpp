@@ -1,0 +1,148 @@
+// Issue 5's "must show": two collaborating dedloc-train processes compute large-batch SGD exactly. The
+// peers log which samples they put into each global step; this test replays those steps in one process
+// (the same model, the same samples per step, the mean gradient over them, the same optimizer) and checks
+// that the peers' final parameters equal the replay's.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "dedloc/train/checkpoint.hpp"
+#include "dedloc/train/models/mlp_task.hpp"
+#include "dedloc/train/recipe.hpp"
+#include "support/process.hpp"
+#include "support/test_paths.hpp"
+
+using namespace dedloc;
+using namespace dedloc::train;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::uint64_t kEpochs = 8;
+constexpr std::int64_t kMicroBatch = 32;
+
+struct StepLog {
+  bool averaged = false;
+  std::vector<std::uint64_t> ids;
+};
+
+// "<epoch> averaged|alone id id ..." per line.
+std::map<std::uint64_t, StepLog> read_samples_log(const std::string& path) {
+  std::map<std::uint64_t, StepLog> steps;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::uint64_t epoch = 0;
+    std::string how;
+    words >> epoch >> how;
+    StepLog& step = steps[epoch];
+    step.averaged = how == "averaged";
+    std::uint64_t id;
+    while (words >> id) step.ids.push_back(id);
+  }
+  return steps;
+}
+
+test::ChildProcess start_peer(const std::string& dir, int data_seed, const std::string& initial_peer) {
+  std::vector<std::string> args{test::binary_path("tools/dedloc-train/dedloc-train"),
+                                "--recipe", test::source_path("tests/data/mlp-equivalence.yaml"),
+                                "--listen", "tcp://127.0.0.1:0", "--avg-listen", "tcp://127.0.0.1:0",
+                                "--threads", "1", "--max-epochs", std::to_string(kEpochs), "--min-peers", "2",
+                                "--data-seed", std::to_string(data_seed), "--samples-log", dir + "/samples.log",
+                                "--checkpoint-dir", dir, "--log-level", "warning"};
+  if (!initial_peer.empty()) args.insert(args.end(), {"--initial-peers", initial_peer});
+  return test::ChildProcess::spawn(args);
+}
+
+}  // namespace
+
+TEST_CASE("Two collaborating peers end with the parameters of one process taking the same large-batch steps",
+          "[proc][train]") {
+  char name[] = "/tmp/dedloc-equivalence-XXXXXX";
+  const std::string root = ::mkdtemp(name);
+  const std::string dir_a = root + "/a", dir_b = root + "/b";
+  std::filesystem::create_directories(dir_a);
+  std::filesystem::create_directories(dir_b);
+
+  auto a = start_peer(dir_a, 1, "");
+  auto ready = a.read_line(60s);
+  REQUIRE(ready.has_value());
+  auto address = nlohmann::json::parse(*ready)["endpoints"][0].get<std::string>();
+  auto b = start_peer(dir_b, 2, address);
+  REQUIRE(b.read_line(60s).has_value());
+  REQUIRE(a.wait(120s) == 0);
+  REQUIRE(b.wait(60s) == 0);
+
+  // Every step was averaged by both peers: this was a collaboration, not two solo runs.
+  auto log_a = read_samples_log(dir_a + "/samples.log"), log_b = read_samples_log(dir_b + "/samples.log");
+  REQUIRE(log_a.size() == kEpochs);
+  REQUIRE(log_b.size() == kEpochs);
+  for (std::uint64_t e = 0; e < kEpochs; ++e) {
+    INFO("epoch " << e);
+    CHECK(log_a[e].averaged);
+    CHECK(log_b[e].averaged);
+  }
+
+  // The replay: one process, the same initial parameters, per step the mean gradient over the union of
+  // the samples both peers used in that step (micro-batch by micro-batch, as the peers computed it).
+  auto recipe = Recipe::load(test::source_path("tests/data/mlp-equivalence.yaml"));
+  REQUIRE(recipe.is_ok());
+  TaskContext context;
+  context.init_seed = recipe->seed;
+  context.micro_batch_size = kMicroBatch;
+  auto task = recipe->build_task(context);
+  REQUIRE(task.is_ok());
+  auto& t = **task;
+  RegressionData data(RegressionDataOptions{16, 1, 4096, 0.01, 7, 32});
+  auto params = t.named_parameters();
+  auto optimizer = make_optimizer(recipe->optimizer, params, [&t](const std::string& n) { return t.decays(n); });
+  REQUIRE(optimizer.is_ok());
+  for (std::uint64_t e = 0; e < kEpochs; ++e) {
+    std::vector<std::uint64_t> ids = log_a[e].ids;
+    ids.insert(ids.end(), log_b[e].ids.begin(), log_b[e].ids.end());
+    REQUIRE(ids.size() % kMicroBatch == 0);
+    std::vector<torch::Tensor> sums;
+    for (auto& [n, p] : params) sums.push_back(torch::zeros_like(p));
+    const size_t micro_steps = ids.size() / kMicroBatch;
+    for (size_t m = 0; m < micro_steps; ++m) {
+      std::vector<std::uint64_t> micro(ids.begin() + static_cast<std::ptrdiff_t>(m * kMicroBatch),
+                                       ids.begin() + static_cast<std::ptrdiff_t>((m + 1) * kMicroBatch));
+      t.loss(data.batch(micro, torch::kCPU)).backward();
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < params.size(); ++i) {
+        sums[i].add_(params[i].second.grad());
+        params[i].second.mutable_grad().zero_();
+      }
+    }
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < params.size(); ++i) params[i].second.mutable_grad().copy_(sums[i] / static_cast<double>(micro_steps));
+    }
+    (*optimizer)->step(learning_rate(recipe->schedule, e));
+    for (auto& [n, p] : params) p.mutable_grad().zero_();  // the next step's backward must start from zero
+  }
+
+  for (const auto& dir : {dir_a, dir_b}) {
+    INFO("peer " << dir);
+    auto checkpoint = load_checkpoint(dir + "/model.safetensors");
+    REQUIRE(checkpoint.is_ok());
+    CHECK(checkpoint->state.epoch() == kEpochs);
+    for (const auto& [n, p] : params) {
+      auto index = checkpoint->state.find(n);
+      REQUIRE(index.has_value());
+      auto values = checkpoint->state.tensor(*index);
+      auto theirs = torch::from_blob(const_cast<float*>(values.data()), p.sizes(), torch::kFloat32);
+      double difference = (theirs - p.detach()).abs().max().item<double>();
+      double scale = p.detach().abs().max().item<double>();
+      INFO(n << ": max |peer − replay| = " << difference << " (max |w| = " << scale << ")");
+      CHECK(difference <= 1e-5 * std::max(1.0, scale));
+    }
+  }
+  std::filesystem::remove_all(root);
+}
