@@ -416,7 +416,7 @@ TEST_CASE("swav recipe: every key is read, and bad keys and values are errors na
   check_error(refused("model:\n  kind: swav\n  widths: []\ndata:\n  kind: fashion-mnist\n"), "'widths'");
 }
 
-TEST_CASE("swav task: init_seed fixes the parameters, data_seed the batches; names, decay and buffers", "[swav]") {
+TEST_CASE("swav task: init_seed fixes the parameters and data_seed the batches, with stable names, decay and buffers", "[swav]") {
   auto recipe = small_recipe("  queue_length: 32\n");
   REQUIRE(recipe);
   TaskContext context{.init_seed = 7, .data_seed = 100, .micro_batch_size = 16};
