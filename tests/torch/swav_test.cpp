@@ -520,9 +520,11 @@ TEST_CASE("swav task: after_step puts the prototypes back on the unit sphere", "
   CHECK(norms_error() < 1e-5);
 }
 
-// The convergence check: a narrow ResNet, batches of 64, 80 SGD steps (~10-20 s on 2 loaded cores). Measured
-// on the development machine: the loss falls from 4.15 to about 2.8, and 10-NN accuracy of frozen backbone
-// features on 1,000 test images rises from 0.61 (random network) to about 0.70 (chance: 0.10).
+// The convergence check: a narrow ResNet (8/16/32, 30 prototypes), batches of 64 on 5,000 training images,
+// 80 SGD steps (~6 s of CPU). Measured on the development machine: the loss falls from 4.23 to 2.84 (mean of
+// the last 10 steps), and 10-NN accuracy of frozen backbone features (4,000 training images as references,
+// 1,000 images of the test split as queries) rises from 0.60 (the random network) to 0.72; chance is 0.10.
+// (k-NN on raw pixels reaches 0.85 here: a random ResNet is a weak baseline, so the check is the rise.)
 TEST_CASE("swav task: training lowers the loss and improves k-NN on frozen features", "[swav]") {
   auto recipe = small_recipe();
   REQUIRE(recipe);
@@ -576,7 +578,7 @@ TEST_CASE("swav task: training lowers the loss and improves k-NN on frozen featu
   WARN("swav: " << steps << " steps in " << seconds << " s; loss " << first << " -> " << last
                 << " (mean of the last 10); 10-NN accuracy " << knn_before << " -> " << knn_after);
   for (double l : losses) REQUIRE(std::isfinite(l));
-  CHECK(last < first - 0.7);        // measured: 4.15 -> ~2.8
+  CHECK(last < first - 0.7);             // measured: 4.23 -> 2.84
   CHECK(knn_after > 0.5);           // 5x chance
   CHECK(knn_after > knn_before + 0.04);  // the representation learned something the random network lacks
 }
