@@ -4,6 +4,7 @@
 #include <map>
 
 #include "dedloc/train/models/mlp_task.hpp"
+#include "dedloc/train/models/swav_task.hpp"
 
 namespace dedloc::train {
 
@@ -14,6 +15,7 @@ using Factory = std::function<Result<std::unique_ptr<Task>>(ConfigReader, Config
 const std::map<std::string, Factory>& factories() {
   static const std::map<std::string, Factory> all = {
       {"mlp", make_mlp_task},
+      {"swav", make_swav_task},
   };
   return all;
 }
