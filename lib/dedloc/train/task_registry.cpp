@@ -15,7 +15,7 @@ using Factory = std::function<Result<std::unique_ptr<Task>>(ConfigReader, Config
 const std::map<std::string, Factory>& factories() {
   static const std::map<std::string, Factory> all = {
       {"mlp", make_mlp_task},
-      {"swav", make_swav_task},
+      {"swav", models::make_swav_task},
   };
   return all;
 }
