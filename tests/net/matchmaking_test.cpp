@@ -57,6 +57,22 @@ std::vector<Result<Group>> find_all(std::vector<std::unique_ptr<Looker>>& looker
   return groups;
 }
 
+// Two pairs side by side: C then D start looking and D joins C; 0.7 s later A then B start (with shorter
+// times, so earlier deadlines: they come first in leader order). Returns A's, B's, C's and D's groups.
+std::vector<Result<Group>> find_as_two_pairs(Looker& a, Looker& b, Looker& c, Looker& d) {
+  auto find = [](Looker& l) { return std::async(std::launch::async, [&l] { return l.matchmaker->find_group(); }); };
+  auto fc = find(c);
+  std::this_thread::sleep_for(100ms);
+  auto fd = find(d);
+  std::this_thread::sleep_for(700ms);  // D has joined C by now
+  auto fa = find(a);
+  std::this_thread::sleep_for(100ms);
+  auto fb = find(b);
+  std::vector<Result<Group>> groups;
+  for (auto* f : {&fa, &fb, &fc, &fd}) groups.push_back(f->get());
+  return groups;
+}
+
 }  // namespace
 
 TEST_CASE("Matchmaking: 16 peers with target 4 form groups that cover everyone", "[net][avg]") {
@@ -161,17 +177,7 @@ TEST_CASE("Matchmaking: two partly filled groups that formed side by side merge 
   Looker a(context, swarm->node(2), options_for(4, 4s));
   Looker b(context, swarm->node(3), options_for(4, 4s));
   auto started = std::chrono::steady_clock::now();
-  auto find = [](Looker& l) { return std::async(std::launch::async, [&l] { return l.matchmaker->find_group(); }); };
-  auto fc = find(c);
-  std::this_thread::sleep_for(100ms);
-  auto fd = find(d);
-  std::this_thread::sleep_for(700ms);  // D has joined C by now
-  auto fa = find(a);
-  std::this_thread::sleep_for(100ms);
-  auto fb = find(b);
-
-  std::vector<Result<Group>> groups;
-  for (auto* f : {&fa, &fb, &fc, &fd}) groups.push_back(f->get());
+  auto groups = find_as_two_pairs(a, b, c, d);
   const crypto::PeerId ids[] = {a.id, b.id, c.id, d.id};
   for (size_t i = 0; i < groups.size(); ++i) {
     INFO("peer " << "ABCD"[i] << ": " << (groups[i].is_ok() ? "ok" : groups[i].status().to_string()));
@@ -194,15 +200,8 @@ TEST_CASE("Matchmaking: a merge the earlier leader cannot fit leaves both groups
   Looker d(context, swarm->node(1), options_for(3, 4s));
   Looker a(context, swarm->node(2), options_for(2, 2s));
   Looker b(context, swarm->node(3), options_for(2, 2s));
-  auto find = [](Looker& l) { return std::async(std::launch::async, [&l] { return l.matchmaker->find_group(); }); };
-  auto fc = find(c);
-  std::this_thread::sleep_for(100ms);
-  auto fd = find(d);
-  std::this_thread::sleep_for(700ms);
-  auto fa = find(a);
-  std::this_thread::sleep_for(100ms);
-  auto fb = find(b);
-  auto ga = fa.get(), gb = fb.get(), gc = fc.get(), gd = fd.get();
+  auto groups = find_as_two_pairs(a, b, c, d);
+  auto &ga = groups[0], &gb = groups[1], &gc = groups[2], &gd = groups[3];
   REQUIRE(ga.is_ok());
   REQUIRE(gb.is_ok());
   REQUIRE(gc.is_ok());

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   app.add_flag("--resume", options.resume, "start from checkpoint.safetensors in --checkpoint-dir");
   app.add_option("--listen", options.dht_listen, "this peer's DHT endpoint (not in client mode)")->capture_default_str();
   app.add_option("--avg-listen", options.avg_listen, "the averaging and state server's endpoint")->capture_default_str();
-  app.add_option("--announce-host", options.announce_host, "the host others should dial, when it differs from the bound one");
+  app.add_option("--announce-host", options.announce_host, "the host others should dial, when it differs from the bound one (with fixed ports in --listen and --avg-listen)");
   app.add_option("--bandwidth", options.bandwidth_mbit, "Mbit/s this peer can move each way (default: the recipe's)");
   app.add_option("--data-seed", options.data_seed, "this peer's data order (default: random)");
   app.add_option("--threads", options.threads, "CPU threads for torch (0: torch's default)")->capture_default_str();

@@ -39,9 +39,12 @@ void add_schemas(dht::RecordValidator& validator) {
   avg::add_donor_schema(validator);
 }
 
-std::string host_of(const std::string& endpoint) {
-  auto parsed = net::parse_tcp_endpoint(endpoint);
-  return parsed ? parsed->host : "";
+// What others should dial for a server bound at `listen` when --announce-host names this machine's public
+// host; empty (the bound endpoint) without one, or when the port is chosen at bind time.
+std::string announced(const std::string& listen, const std::string& host) {
+  auto bound = net::parse_tcp_endpoint(listen);
+  if (host.empty() || !bound || bound->port == 0) return "";
+  return "tcp://" + host + ":" + std::to_string(bound->port);
 }
 
 }  // namespace
@@ -79,10 +82,7 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   dht::NodeOptions dht_options;
   dht_options.listen = o.client_mode ? "" : o.dht_listen;
   dht_options.client_mode = o.client_mode;
-  if (!o.announce_host.empty() && !o.client_mode) {
-    auto bound = net::parse_tcp_endpoint(o.dht_listen);
-    if (bound) dht_options.announce = "tcp://" + o.announce_host + ":" + std::to_string(bound->port);
-  }
+  if (!o.client_mode) dht_options.announce = announced(o.dht_listen, o.announce_host);
   dht::Node node(context, *identity, dht_options);
   add_schemas(node.validator());
   if (auto started = node.start(); !started.is_ok()) return cli::report_failure(kTool, started);
@@ -117,10 +117,7 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   auto& a = options.averaging;
   a.role = o.client_mode ? avg::AvgRole::kClient : avg::AvgRole::kNode;
   a.listen = o.avg_listen;
-  if (!o.announce_host.empty() && !o.client_mode) {
-    auto bound = net::parse_tcp_endpoint(o.avg_listen);
-    if (bound && bound->port != 0) a.announce = "tcp://" + o.announce_host + ":" + std::to_string(bound->port);
-  }
+  if (!o.client_mode) a.announce = announced(o.avg_listen, o.announce_host);
   a.bandwidth = (o.bandwidth_mbit > 0 ? o.bandwidth_mbit : recipe->averaging.bandwidth_mbit) * 1e6 / 8;
   a.target_group_size = recipe->averaging.target_group_size;
   a.min_group_size = recipe->averaging.min_group_size;

@@ -190,6 +190,14 @@ std::vector<ConfigReader> ConfigReader::list(std::string_view key) {
 
 YAML::Node ConfigReader::raw(std::string_view key) { return take(key); }
 
+std::vector<std::string> ConfigReader::keys() const {
+  std::vector<std::string> out;
+  if (node_.IsMap()) {
+    for (const auto& entry : node_) out.push_back(entry.first.as<std::string>());
+  }
+  return out;
+}
+
 void ConfigReader::collect_unknown(std::vector<std::string>& out) const {
   if (node_.IsMap()) {
     for (const auto& entry : node_) {

@@ -45,6 +45,8 @@ class ConfigReader {
   void read(std::string_view key, std::vector<std::string>& out);
 
   bool has(std::string_view key) const;
+  // The keys present at this level, in file order (for checks a reader cannot express key by key).
+  std::vector<std::string> keys() const;
 
   // A nested mapping ("averaging:" ...). Absent key: an empty section. Errors are shared with the parent.
   ConfigReader section(std::string_view key);

@@ -10,6 +10,12 @@
 namespace dedloc::train {
 
 std::string progress_key(const std::string& run_id) { return run_id + "_progress"; }
+std::string metrics_key(const std::string& run_id) { return run_id + "_metrics"; }
+
+Bytes own_subkey(const dht::Node& node) {
+  std::string marker = dht::owner_marker(node.public_key());
+  return Bytes(marker.begin(), marker.end());
+}
 
 Bytes encode_progress(const PeerProgress& p) {
   wire::MapWriter value;
@@ -49,15 +55,6 @@ void add_progress_schema(dht::RecordValidator& validator) {
                                                                          {"flops", FieldKind::kNumber, false, 0}}));
 }
 
-namespace {
-
-Bytes own_subkey(const dht::Node& node) {
-  std::string marker = dht::owner_marker(node.public_key());
-  return Bytes(marker.begin(), marker.end());
-}
-
-}  // namespace
-
 Status publish_progress(dht::Node& node, const std::string& run_id, const PeerProgress& progress, Duration ttl,
                         Deadline deadline) {
   double expiration = progress.time + std::chrono::duration<double>(ttl).count();
@@ -67,6 +64,16 @@ Status publish_progress(dht::Node& node, const std::string& run_id, const PeerPr
 Status withdraw_progress(dht::Node& node, const std::string& run_id, Duration ttl, Deadline deadline) {
   double expiration = SystemClock::instance().unix_seconds() + std::chrono::duration<double>(ttl).count();
   return node.store(progress_key(run_id), own_subkey(node), Bytes{}, expiration, deadline).status();
+}
+
+Status publish_metrics(dht::Node& node, const std::string& run_id, const PeerMetrics& metrics, Duration ttl,
+                       Deadline deadline) {
+  const double now = SystemClock::instance().unix_seconds();
+  wire::MapWriter value;
+  value.put("epoch", metrics.epoch).put("loss", metrics.loss).put("sps", metrics.samples_per_second)
+      .put("steps", metrics.micro_steps).put("t", now);
+  return node.store(metrics_key(run_id), own_subkey(node), value.to_bytes(),
+                    now + std::chrono::duration<double>(ttl).count(), deadline).status();
 }
 
 Result<std::vector<PeerProgress>> read_progress(dht::Node& node, const std::string& run_id, Deadline deadline) {

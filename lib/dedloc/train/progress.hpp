@@ -12,6 +12,10 @@
 //   "bw"     float  bytes/s it can move each way (dedloc-plan --live)
 //   "flops"  float  samples/s it computes at best, for the planner (optional)
 // A withdrawn record (a peer that left) is an empty value.
+//
+// Metrics records, for monitors, live beside them under "{run_id}_metrics" with the same owner subkey:
+//   "epoch" uint, "loss" float (mean micro-batch loss of the last epoch), "sps" float, "steps" uint
+//   (micro-steps toward the current epoch), "t" float (unix seconds).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +45,9 @@ struct PeerProgress {
 };
 
 std::string progress_key(const std::string& run_id);
+std::string metrics_key(const std::string& run_id);
+// The subkey a peer owns in these record families: "[owner:<its public key>]".
+Bytes own_subkey(const dht::Node& node);
 Bytes encode_progress(const PeerProgress& progress);
 Result<PeerProgress> decode_progress(ByteSpan value);
 // Registers the progress schema ("_progress") with a node's validator (before node.start()).
@@ -51,6 +58,16 @@ Status publish_progress(dht::Node& node, const std::string& run_id, const PeerPr
                         Deadline deadline);
 // Withdraws our record (an empty value that outlives the old one briefly), so others stop counting us.
 Status withdraw_progress(dht::Node& node, const std::string& run_id, Duration ttl, Deadline deadline);
+struct PeerMetrics {
+  std::uint64_t epoch = 0;
+  double loss = 0;
+  double samples_per_second = 0;
+  std::uint64_t micro_steps = 0;
+};
+// Publishes our metrics record until now + ttl.
+Status publish_metrics(dht::Node& node, const std::string& run_id, const PeerMetrics& metrics, Duration ttl,
+                       Deadline deadline);
+
 // Every live, well-formed record of the run (withdrawn and malformed ones are skipped).
 Result<std::vector<PeerProgress>> read_progress(dht::Node& node, const std::string& run_id, Deadline deadline);
 

@@ -2,6 +2,7 @@
 
 #include "dedloc/dht/record.hpp"
 
+
 namespace dedloc::train {
 
 namespace {

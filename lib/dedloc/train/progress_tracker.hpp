@@ -56,7 +56,7 @@ class ProgressTracker {
 
   dht::Node& node_;
   TrackerOptions options_;
-  std::string own_subkey_;
+  std::string own_subkey_;  // as PeerProgress::peer holds it
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

@@ -23,8 +23,7 @@ Result<Recipe> Recipe::load(const std::string& path) {
   recipe.path = path;
   ConfigReader& r = recipe.root_;
   // Top-level typos are caught now, before the task (which may take minutes to build) reads its sections.
-  for (const auto& item : YAML::LoadFile(path)) {
-    auto key = item.first.as<std::string>("");
+  for (const auto& key : r.keys()) {
     if (!kTopLevelKeys.count(key)) {
       return error(Code::kInvalidArgument, path + ": unknown key '" + key + "' (known: run_id, seed, model, data, "
                                            "training, optimizer, schedule, averaging)");

@@ -6,9 +6,7 @@
 #include <sstream>
 #include <thread>
 
-#include "dedloc/dht/record.hpp"
 #include "dedloc/train/checkpoint.hpp"
-#include "dedloc/wire/map_codec.hpp"
 
 namespace dedloc::train {
 
@@ -28,22 +26,29 @@ std::vector<std::uint64_t> shape_of(const torch::Tensor& t) {
   return shape;
 }
 
-// Copies tensors (any device) into a flat float buffer, in order, and back.
+// One tensor (any device) to and from float32 elements on the host.
+void copy_to_floats(const torch::Tensor& tensor, std::span<float> out) {
+  torch::from_blob(out.data(), {tensor.numel()}, torch::kFloat32).copy_(tensor.detach().reshape({-1}).to(torch::kCPU, torch::kFloat32));
+}
+
+void copy_from_floats(std::span<const float> in, const torch::Tensor& tensor) {
+  torch::NoGradGuard no_grad;
+  tensor.copy_(torch::from_blob(const_cast<float*>(in.data()), tensor.sizes(), torch::kFloat32));
+}
+
+// Tensors back to back in a flat buffer, in order, and back.
 void flatten_into(const std::vector<torch::Tensor>& tensors, std::span<float> out) {
   size_t offset = 0;
   for (const auto& t : tensors) {
-    auto n = static_cast<size_t>(t.numel());
-    torch::from_blob(out.data() + offset, {t.numel()}, torch::kFloat32).copy_(t.detach().reshape({-1}).to(torch::kCPU, torch::kFloat32));
-    offset += n;
+    copy_to_floats(t, out.subspan(offset, static_cast<size_t>(t.numel())));
+    offset += static_cast<size_t>(t.numel());
   }
 }
 
 void unflatten_from(std::span<const float> in, const std::vector<torch::Tensor>& tensors) {
-  torch::NoGradGuard no_grad;
   size_t offset = 0;
   for (const auto& t : tensors) {
-    auto source = torch::from_blob(const_cast<float*>(in.data() + offset), t.sizes(), torch::kFloat32);
-    t.copy_(source);
+    copy_from_floats(in.subspan(offset, static_cast<size_t>(t.numel())), t);
     offset += static_cast<size_t>(t.numel());
   }
 }
@@ -55,8 +60,6 @@ bool all_finite(std::span<const float> values) {
   return true;
 }
 
-std::string metrics_key(const std::string& run_id) { return run_id + "_metrics"; }
-
 }  // namespace
 
 // Everything with torch types or network objects, kept out of the header.
@@ -66,7 +69,11 @@ struct Trainer::Parts {
   std::vector<avg::TensorSpec> gradient_specs;
   avg::VectorSchema gradient_schema;
   std::vector<float> gradient_vector;  // allocated once: the averaging buffer
-  Bytes state_schema;                  // of snapshot(): what donors must match
+  // What snapshot() holds: parameters, buffers and optimizer statistics under "param/", "buffer/",
+  // "optim/" names, and the live tensors behind them.
+  std::vector<avg::TensorSpec> state_specs;
+  std::vector<torch::Tensor> state_tensors;
+  Bytes state_schema;                  // avg::schema_hash(state_specs): what donors must match
 
   std::unique_ptr<avg::Averager> averager;
   std::unique_ptr<ProgressTracker> tracker;
@@ -99,7 +106,16 @@ Trainer::Trainer(zmq::context_t& context, dht::Node& node, const crypto::Identit
   }
   p.gradient_schema = {avg::schema_hash(p.gradient_specs), length};
   p.gradient_vector.assign(length, 0.0f);
-  p.state_schema = snapshot().schema_hash();
+  auto add_to_state = [&p](const std::string& prefix, const NamedTensors& named) {
+    for (const auto& [name, tensor] : named) {
+      p.state_specs.push_back({prefix + name, shape_of(tensor)});
+      p.state_tensors.push_back(tensor);
+    }
+  };
+  add_to_state("param/", p.parameters);
+  add_to_state("buffer/", p.buffers);
+  add_to_state("optim/", p.optimizer_state);
+  p.state_schema = avg::schema_hash(p.state_specs);
 
   options_.averaging.run_id = options_.run_id;
   options_.averaging.log = options_.log;
@@ -127,54 +143,32 @@ Trainer::~Trainer() {
 
 avg::TrainingState Trainer::snapshot() const {
   const auto& p = *parts_;
-  std::vector<avg::TensorSpec> specs;
-  std::vector<const torch::Tensor*> tensors;
-  auto add = [&](const std::string& prefix, const NamedTensors& named) {
-    for (const auto& [name, tensor] : named) {
-      specs.push_back({prefix + name, shape_of(tensor)});
-      tensors.push_back(&tensor);
-    }
-  };
-  add("param/", p.parameters);
-  add("buffer/", p.buffers);
-  add("optim/", p.optimizer_state);
-  auto state = avg::TrainingState::with_tensors(std::move(specs));
+  auto state = avg::TrainingState::with_tensors(p.state_specs);
   if (!state) {  // names come from the model; a clash is a programming error worth a loud message
     Logger::Line(options_.log, LogLevel::kError, kLog) << "cannot describe the training state: " << state.status().to_string();
     return {};
   }
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    auto out = state->tensor(i);
-    torch::from_blob(out.data(), {static_cast<std::int64_t>(out.size())}, torch::kFloat32)
-        .copy_(tensors[i]->detach().reshape({-1}).to(torch::kCPU, torch::kFloat32));
-  }
+  for (size_t i = 0; i < p.state_tensors.size(); ++i) copy_to_floats(p.state_tensors[i], state->tensor(i));
   state->metadata.epoch = epoch_;
   state->metadata.entries["lr"] = learning_rate(options_.schedule, epoch_);
   return std::move(*state);
 }
 
 Status Trainer::load_state(const avg::TrainingState& state) {
-  auto mine = snapshot();
-  if (state.schema_hash() != mine.schema_hash()) {
+  auto& p = *parts_;
+  const auto& mine = p.state_specs;
+  if (state.schema_hash() != p.state_schema) {
     // Name the first difference: that is what a person needs to fix a recipe.
     std::string detail = "a different tensor count (" + std::to_string(state.size()) + " vs " + std::to_string(mine.size()) + ")";
     for (size_t i = 0; i < std::min(state.size(), mine.size()); ++i) {
-      if (!(state.tensors()[i] == mine.tensors()[i])) {
-        detail = "'" + state.tensors()[i].name + "' where this model has '" + mine.tensors()[i].name + "' (or another shape)";
+      if (!(state.tensors()[i] == mine[i])) {
+        detail = "'" + state.tensors()[i].name + "' where this model has '" + mine[i].name + "' (or another shape)";
         break;
       }
     }
     return error(Code::kRefused, "the state is for another model or optimizer: " + detail);
   }
-  auto& p = *parts_;
-  torch::NoGradGuard no_grad;
-  size_t i = 0;
-  for (const auto* named : {&p.parameters, &p.buffers, &p.optimizer_state}) {
-    for (const auto& [name, tensor] : *named) {
-      auto in = state.tensor(i++);
-      tensor.copy_(torch::from_blob(const_cast<float*>(in.data()), tensor.sizes(), torch::kFloat32));
-    }
-  }
+  for (size_t i = 0; i < p.state_tensors.size(); ++i) copy_from_floats(state.tensor(i), p.state_tensors[i]);
   epoch_ = state.epoch();
   for (auto& a : p.accumulators) a.zero_();
   p.micro_steps = p.samples = 0;
@@ -360,13 +354,9 @@ void Trainer::publish_donor_and_metrics(bool force) {
     auto advertised = avg::advertise_donor(node_, options_.run_id, info, options_.record_ttl, deadline);
     if (!advertised) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "donor advertisement: " << advertised.status().to_string();
   }
-  wire::MapWriter metrics;
-  metrics.put("epoch", epoch_).put("loss", p.last_loss).put("sps", p.ema.samples_per_second())
-      .put("steps", p.micro_steps).put("t", SystemClock::instance().unix_seconds());
-  std::string subkey = dht::owner_marker(node_.public_key());
-  auto stored = node_.store(metrics_key(options_.run_id), Bytes(subkey.begin(), subkey.end()), metrics.to_bytes(),
-                            SystemClock::instance().unix_seconds() + std::chrono::duration<double>(options_.record_ttl).count(), deadline);
-  if (!stored) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "metrics record: " << stored.status().to_string();
+  auto stored = publish_metrics(node_, options_.run_id, {epoch_, p.last_loss, p.ema.samples_per_second(), p.micro_steps},
+                                options_.record_ttl, deadline);
+  if (!stored.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "metrics record: " << stored.to_string();
 }
 
 void Trainer::show_status(const CollaborationState& state, bool final) {
