@@ -24,6 +24,7 @@ endif()
 if(DEDLOC_TORCH)
   # Only targets that train link libtorch: it costs ~0.7 s and ~160 MB before main().
   find_package(Torch REQUIRED)
+  pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)  # libsentencepiece-dev: dedloc-tokenize
 endif()
 
 # Header-only users of msgpack must not pull in Boost.
