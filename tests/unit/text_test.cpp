@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
@@ -250,4 +251,15 @@ TEST_CASE("load_tokenized_corpus runs dedloc-tokenize once, then reads the cache
   REQUIRE_FALSE(failed.is_ok());
   CHECK(failed.status().code() == Code::kUnavailable);
   CHECK_THAT(failed.status().message(), Catch::Contains("exit status 1"));
+
+  // A tool that hangs is killed at the deadline.
+  std::string hanging = failing.work_dir + "/hang.sh";
+  REQUIRE(write_file_atomically(hanging, "#!/bin/sh\nexec sleep 30\n", 0755).is_ok());
+  failing.tool = hanging;
+  failing.timeout = std::chrono::milliseconds(300);
+  const auto started = std::chrono::steady_clock::now();
+  auto hung = load_tokenized_corpus(failing);
+  REQUIRE_FALSE(hung.is_ok());
+  CHECK(hung.status().code() == Code::kTimeout);
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
 }

@@ -121,7 +121,8 @@ Result<std::string> run_tool(const std::vector<std::string>& args, Duration time
     pollfd fd{err[0], POLLIN, 0};
     int ready = ::poll(&fd, 1, static_cast<int>(std::min<long long>(left, 1000)));
     if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;
+    if (ready < 0) break;
+    if (ready == 0) continue;
     char buffer[4096];
     ssize_t n = ::read(err[0], buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
@@ -130,15 +131,22 @@ Result<std::string> run_tool(const std::vector<std::string>& args, Duration time
     if (output.size() > 16 * kStderrTailBytes) output.erase(0, output.size() - kStderrTailBytes);
   }
   ::close(err[0]);
+  // Stderr closed: the tool has exited or is about to; still, the wait has the same deadline.
   int status = 0;
+  while (!timed_out) {
+    pid_t got = ::waitpid(pid, &status, WNOHANG);
+    if (got == pid) break;
+    if (got < 0 && errno != EINTR) return error(Code::kInternal, std::string("waitpid: ") + std::strerror(errno));
+    if (deadline.passed()) timed_out = true;
+    if (!timed_out) ::usleep(5000);
+  }
   if (timed_out) {
     ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
     return error(Code::kTimeout, "'" + line + "' did not finish within " +
                                      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout).count()) +
                                      " s");
-  }
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return output;
   std::string how = WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
@@ -339,6 +347,7 @@ Result<TokenizedCorpus> load_tokenized_corpus(const TokenizeOptions& options, Lo
   log->info("tokens") << "tokenizing " << text->documents.size() << " documents with " << args[0];
   auto output = run_tool(args, options.timeout);
   if (!output) return output.status();
+  if (!output->empty()) log->debug("tokens") << args[0] << " said: " << *output;
   auto made = read_token_corpus(path);
   if (!made) return made.status().with_context("reading what dedloc-tokenize wrote");
   if (!matches(*made)) {
