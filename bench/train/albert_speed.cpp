@@ -87,7 +87,8 @@ int main(int argc, char** argv) {
     losses.total.backward();
     optimizer.step();
     loss = losses.total.item<double>();
-    if (step >= warmup) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (step >= warmup) times.push_back(seconds);
   }
   const double step_s = median(times);
   nlohmann::json out = {{"impl", "dedloc"},

@@ -92,7 +92,8 @@ class Albert(nn.Module):
 
     def losses(self, ids, types, mask, mlm_labels, sop_labels):
         positions = torch.arange(ids.shape[1])
-        e = self.word_embeddings(ids) + self.position_embeddings(positions).unsqueeze(0) + self.token_type_embeddings(types)
+        e = (self.word_embeddings(ids) + self.position_embeddings(positions).unsqueeze(0)
+             + self.token_type_embeddings(types))
         h = self.embedding_hidden_mapping_in(self.embeddings_LayerNorm(e))
         mask_bias = (mask.to(h.dtype) - 1.0).mul(1e9).view(ids.shape[0], 1, 1, -1)
         for _ in range(self.layers):

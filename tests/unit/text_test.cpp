@@ -61,7 +61,8 @@ TEST_CASE("Documents split at % lines or blank lines, sentences at punctuation a
   auto fortunes = split_documents(
       "Line one wraps\nonto two.  Second   sentence!\n\t\t-- Some One\n%\nSee e.g. this one. Done\n%\n%\n", true);
   REQUIRE(fortunes.size() == 2);
-  CHECK(fortunes[0].sentences == std::vector<std::string>{"Line one wraps onto two.", "Second sentence!", "-- Some One"});
+  CHECK(fortunes[0].sentences ==
+        std::vector<std::string>{"Line one wraps onto two.", "Second sentence!", "-- Some One"});
   CHECK(fortunes[1].sentences == std::vector<std::string>{"See e.g. this one.", "Done"});
 
   auto plain = split_documents("First doc, line one\nline two? Yes.\n\n\nSecond doc.\r\n", false);

@@ -186,10 +186,10 @@ Result<TextCorpus> read_text_corpus(const TextCorpusOptions& options) {
       }
     }
     if (corpus.documents.size() == documents_before) {
-      return error(Code::kNotFound, "no text in " + path +
-                                        (files->empty() ? " (no readable text files: *.dat, *.u8, hidden files, "
-                                                          "symlinks and subdirectories are skipped)"
-                                                        : " (" + std::to_string(files->size()) + " files, none with text)"));
+      std::string why = files->empty() ? "no readable text files: *.dat, *.u8, hidden files, symlinks and "
+                                         "subdirectories are skipped"
+                                       : std::to_string(files->size()) + " files, none with text";
+      return error(Code::kNotFound, "no text in " + path + " (" + why + ")");
     }
   }
   return corpus;

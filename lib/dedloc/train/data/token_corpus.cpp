@@ -298,7 +298,8 @@ std::string find_tokenize_tool() {
   char self[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n > 0) {
-    std::string beside = (fs::path(std::string(self, static_cast<size_t>(n))).parent_path() / "dedloc-tokenize").string();
+    fs::path exe(std::string(self, static_cast<size_t>(n)));
+    std::string beside = (exe.parent_path() / "dedloc-tokenize").string();
     if (executable(beside)) return beside;
   }
 #ifdef DEDLOC_TOKENIZE_BUILD_PATH

@@ -91,8 +91,8 @@ Result<Tokenizer> Tokenizer::from_model(std::string serialized) {
 Result<Tokenizer> Tokenizer::train_or_load(const std::vector<Document>& documents, const TokenizerOptions& options,
                                            Logger* log) {
   if (options.vocab_size < kMinVocab) {
-    return error(Code::kInvalidArgument,
-                 "tokenizer vocab_size " + std::to_string(options.vocab_size) + " is below " + std::to_string(kMinVocab));
+    return error(Code::kInvalidArgument, "tokenizer vocab_size " + std::to_string(options.vocab_size) +
+                                             " is below " + std::to_string(kMinVocab));
   }
   if (documents.empty()) return error(Code::kInvalidArgument, "cannot train a tokenizer on an empty corpus");
 
@@ -100,7 +100,9 @@ Result<Tokenizer> Tokenizer::train_or_load(const std::vector<Document>& document
   if (!options.cache_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(options.cache_dir, ec);
-    if (ec) return error(Code::kIo, "cannot create tokenizer cache directory " + options.cache_dir + ": " + ec.message());
+    if (ec) {
+      return error(Code::kIo, "cannot create tokenizer cache directory " + options.cache_dir + ": " + ec.message());
+    }
     path = (std::filesystem::path(options.cache_dir) /
             tokenizer_model_file_name(corpus_key(documents, options.vocab_size), options.vocab_size))
                .string();

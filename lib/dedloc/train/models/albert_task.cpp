@@ -55,7 +55,8 @@ std::vector<Sample> make_samples(const TokenizedCorpus& corpus, std::int64_t max
       if (sentence.empty()) continue;
       const size_t length = std::min(sentence.size(), budget);
       if (!current.tokens.empty() && current.tokens.size() + length > budget) emit(current);
-      current.tokens.insert(current.tokens.end(), sentence.begin(), sentence.begin() + static_cast<std::ptrdiff_t>(length));
+      current.tokens.insert(current.tokens.end(), sentence.begin(),
+                            sentence.begin() + static_cast<std::ptrdiff_t>(length));
       current.sentence_ends.push_back(static_cast<std::uint32_t>(current.tokens.size()));
     }
     emit(current);
@@ -265,7 +266,8 @@ Result<AlbertRecipe> read_albert_recipe(ConfigReader model, ConfigReader data) {
   model.read("dropout", m.dropout);
   DEDLOC_RETURN_IF_ERROR(validate_albert_config(m).with_context(model.where()));
   if (m.vocab_size > std::numeric_limits<int>::max()) {
-    return error(Code::kInvalidArgument, model.where() + ": vocab_size " + std::to_string(m.vocab_size) + " is too large");
+    return error(Code::kInvalidArgument,
+                 model.where() + ": vocab_size " + std::to_string(m.vocab_size) + " is too large");
   }
 
   std::string data_kind;
@@ -282,7 +284,8 @@ Result<AlbertRecipe> read_albert_recipe(ConfigReader model, ConfigReader data) {
   }
   double p = recipe.data.mlm_probability;
   if (!(p > 0 && p < 1)) {
-    return error(Code::kInvalidArgument, data.where() + ": mlm_probability " + std::to_string(p) + " is outside (0, 1)");
+    return error(Code::kInvalidArgument,
+                 data.where() + ": mlm_probability " + std::to_string(p) + " is outside (0, 1)");
   }
   return recipe;
 }
@@ -303,7 +306,8 @@ Result<std::unique_ptr<AlbertTask>> make_albert_task(const AlbertRecipe& recipe,
   auto tokens = load_tokenized_corpus(tokenize, &log);
   if (!tokens) return tokens.status();
   if (tokens->vocab_size() <= SpecialTokens::kFirstPiece) {
-    return error(Code::kMalformed, "a vocabulary of " + std::to_string(tokens->vocab_size()) + " pieces has no ordinary piece");
+    return error(Code::kMalformed,
+                 "a vocabulary of " + std::to_string(tokens->vocab_size()) + " pieces has no ordinary piece");
   }
 
   auto state = std::make_unique<AlbertTask::State>();

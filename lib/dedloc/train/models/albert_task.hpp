@@ -1,8 +1,10 @@
 // The ALBERT pretraining task (DESIGN §9): masked-LM plus sentence-order prediction on plain English text.
 //
-// Building one gets the corpus as token ids (token_corpus.hpp: from the work directory's cache, or from
-// dedloc-tokenize, which trains the SentencePiece tokenizer) and cuts each document into samples: runs of
-// consecutive sentences that fit into max_length with [CLS] and two [SEP]s. Token ids stay in memory. Each time a sample is drawn it becomes one ALBERT example:
+// Building one gets the corpus as token ids (token_corpus.hpp: from the cache in TaskContext::work_dir, or
+// from dedloc-tokenize, which trains the SentencePiece tokenizer) and cuts each document into samples: runs
+// of consecutive sentences that fit into max_length with [CLS] and two [SEP]s. A sample's id (what
+// Batch::sample_ids holds) is its index in that cut, in corpus order. Token ids stay in memory. Each time a
+// sample is drawn it becomes one ALBERT example:
 //
 //   [CLS] A [SEP] B [SEP] [PAD]...      A, B: the sample split at a random sentence boundary (inside the
 //                                       sentence when it has only one); with probability 1/2 they are
