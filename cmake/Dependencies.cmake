@@ -25,6 +25,7 @@ if(DEDLOC_TORCH)
   # Only targets that train link libtorch: it costs ~0.7 s and ~160 MB before main().
   find_package(Torch REQUIRED)
   find_package(ZLIB REQUIRED)              # zlib1g-dev: ZLIB::ZLIB, the gzip'd IDX files of Fashion-MNIST
+  pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)  # libsentencepiece-dev: dedloc-tokenize
 endif()
 
 # Header-only users of msgpack must not pull in Boost.

@@ -123,6 +123,31 @@ TEST_CASE("Matchmaking: 16 peers with target 16 form one group", "[net][avg]") {
   CHECK(std::chrono::steady_clock::now() - started < 3s);
 }
 
+TEST_CASE("Matchmaking: peers that know the run has 3 of them form a group of 3 long before the deadline",
+          "[net][avg]") {
+  auto swarm = test::quiet_swarm(3);
+  zmq::context_t context;
+  const Bytes schema(wire::kSchemaHashBytes, 0x42);
+  std::vector<std::unique_ptr<Looker>> lookers;
+  for (size_t i = 0; i < 3; ++i) lookers.push_back(std::make_unique<Looker>(context, swarm->node(i), options_for(16, 20s)));
+  auto started = std::chrono::steady_clock::now();
+  std::vector<std::future<Result<Group>>> futures;
+  for (auto& l : lookers) {
+    futures.push_back(std::async(std::launch::async, [&l, &schema] { return l->matchmaker->find_group(schema, 100000, 3); }));
+  }
+  std::vector<Bytes> ids;
+  for (auto& f : futures) {
+    auto group = f.get();
+    REQUIRE(group.is_ok());
+    CHECK(group->size() == 3);
+    ids.push_back(group->id());
+  }
+  CHECK(ids[0] == ids[1]);
+  CHECK(ids[1] == ids[2]);
+  // Target 16 alone would have kept the leader waiting the whole 20 s for peers that do not exist.
+  CHECK(std::chrono::steady_clock::now() - started < 10s);
+}
+
 TEST_CASE("Matchmaking: a peer with another tensor schema is refused, saying why", "[net][avg]") {
   auto swarm = test::quiet_swarm(4);
   zmq::context_t context;

@@ -11,6 +11,7 @@
 #include "dedloc/cli/ready_line.hpp"
 #include "dedloc/cli/signals.hpp"
 #include "dedloc/dht/node.hpp"
+#include "dedloc/train/progress.hpp"
 
 namespace dedloc::avg_tool {
 
@@ -84,7 +85,11 @@ class AuxCommand final : public Command {
         cli::wait_for_shutdown(std::chrono::seconds(1));
         continue;
       }
-      auto outcome = averager.step(**schema, {}, 0);
+      // The trainers' progress records say how many will look for a group: with all of them in, a group
+      // we lead forms at once rather than at the matchmaking deadline.
+      auto trainers = train::read_progress(dht, run_id_, Deadline::after(std::chrono::seconds(2)));
+      const size_t expected = trainers ? trainers->size() + 1 : 0;
+      auto outcome = averager.step(**schema, {}, 0, expected);
       if (!outcome) {
         log.warn("aux") << "round failed: " << outcome.status().to_string();
         cli::wait_for_shutdown(std::chrono::seconds(1));

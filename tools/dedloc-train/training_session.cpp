@@ -133,6 +133,18 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   options.checkpoint_extra = {{"run_id", run_id}, {"recipe", o.recipe}, {"model", recipe->model_kind}};
   options.samples_log = o.samples_log;
   options.status_line = ::isatty(STDERR_FILENO) && !common.json;
+  if (common.json) {
+    // One line per global step and per state download, for scripts and tests that follow a run.
+    options.on_event = [](const train::TrainerEvent& e) {
+      nlohmann::json line = {{"event", train::to_string(e.kind)}, {"epoch", e.epoch}};
+      if (e.kind != train::TrainerEvent::Kind::kLoadedState) {
+        line["loss"] = e.loss;
+        line["samples"] = e.samples;
+      }
+      if (e.kind == train::TrainerEvent::Kind::kAveraged) line["group_size"] = e.group_size;
+      std::cout << line.dump() << std::endl;
+    };
+  }
   options.log = &log;
   train::Trainer trainer(context, node, *identity, t, **optimizer, options);
 
@@ -154,7 +166,8 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
 
   auto report = trainer.run([] { return cli::shutdown_requested(); });
   if (!report) return cli::report_failure(kTool, report.status());
-  nlohmann::json summary = {{"epoch", report->epoch},
+  nlohmann::json summary = {{"event", "exit"},
+                            {"epoch", report->epoch},
                             {"loss", report->last_loss},
                             {"steps_averaged", report->steps_averaged},
                             {"steps_alone", report->steps_alone},

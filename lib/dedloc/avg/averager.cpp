@@ -69,9 +69,10 @@ std::string Averager::dialable_endpoint() const {
   return net::dialable_endpoint(server_->endpoint(), dht_host ? dht_host->host : "127.0.0.1");
 }
 
-Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> vector, double weight) {
+Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> vector, double weight,
+                                   size_t expected_peers) {
   StepOutcome outcome;
-  auto group = matchmaker_->find_group(schema.hash, schema.length);
+  auto group = matchmaker_->find_group(schema.hash, schema.length, expected_peers);
   if (!group) {
     if (group.status().code() != Code::kTimeout) return group.status();
     outcome.why_alone = group.status().message();

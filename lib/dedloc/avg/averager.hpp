@@ -62,8 +62,11 @@ class Averager {
   Status start();
 
   // Finds a group for `schema` and averages `vector` (empty for aux) weighted by `weight` (samples).
-  // Without a group the vector is left as it is, and the outcome says why.
-  Result<StepOutcome> step(const VectorSchema& schema, std::span<float> vector, double weight);
+  // Without a group the vector is left as it is, and the outcome says why. `expected_peers`: how many
+  // peers (us included) the caller knows to be in the run, so that a group of all of them forms without
+  // waiting out matchmaking_time (Matchmaker::find_group); 0: unknown.
+  Result<StepOutcome> step(const VectorSchema& schema, std::span<float> vector, double weight,
+                           size_t expected_peers = 0);
 
   std::string endpoint() const;
   // Where others dial our averaging server: --announce, or the bound endpoint with a wildcard host replaced

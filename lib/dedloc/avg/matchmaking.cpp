@@ -176,13 +176,22 @@ Matchmaker::JoinOutcome Matchmaker::try_join(const net::PeerAddress& leader, dou
   return {std::move(group.value()), std::move(*begin), "", std::nullopt};
 }
 
-Result<Group> Matchmaker::find_group(const Bytes& schema_hash, std::uint64_t vector_length) {
+Result<Group> Matchmaker::find_group(const Bytes& schema_hash, std::uint64_t vector_length, size_t expected_peers) {
   {
     std::lock_guard lock(mutex_);  // joiners' requests read the schema
     options_.schema_hash = schema_hash;
     options_.vector_length = vector_length;
+    expected_peers_ = expected_peers;
   }
-  return find_group();
+  auto group = find_group();
+  std::lock_guard lock(mutex_);
+  expected_peers_ = 0;
+  return group;
+}
+
+size_t Matchmaker::full_size_locked() const {
+  if (expected_peers_ == 0) return options_.target_group_size;
+  return std::clamp(expected_peers_, std::max<size_t>(2, options_.min_group_size), options_.target_group_size);
 }
 
 Result<Group> Matchmaker::find_group() {
@@ -221,7 +230,7 @@ Result<Group> Matchmaker::find_group() {
 
   std::string seen = "nobody else is looking";
   std::string last_refusal;
-  auto full = [&] { return group_size_locked() >= options_.target_group_size; };
+  auto full = [&] { return group_size_locked() >= full_size_locked(); };
   while (!deadline.passed()) {
     {
       std::lock_guard lock(mutex_);

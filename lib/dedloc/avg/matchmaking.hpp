@@ -62,7 +62,10 @@ class Matchmaker {
   // group of at least min_group_size formed in matchmaking_time; the message says what was seen.
   Result<Group> find_group();
   // The same, for a vector layout other than the one in the options (the averager learns it per step).
-  Result<Group> find_group(const Bytes& schema_hash, std::uint64_t vector_length);
+  // `expected_peers` (us included; 0: unknown) is how many peers the caller knows to be in the run: a
+  // leader whose group holds that many (at least min_group_size, at most target_group_size) forms it at
+  // once instead of waiting out matchmaking_time for peers that do not exist.
+  Result<Group> find_group(const Bytes& schema_hash, std::uint64_t vector_length, size_t expected_peers = 0);
 
  private:
   struct Follower {
@@ -88,6 +91,8 @@ class Matchmaker {
                        const std::vector<wire::JoinCompanion>& companions);
   // Members in our group now, us included (followers bring their companions).
   size_t group_size_locked() const;
+  // The size at which we lead no longer waits: target_group_size, or fewer when the run is known smaller.
+  size_t full_size_locked() const;
   // What our followers are, for a merge request.
   std::vector<wire::JoinCompanion> companions_locked() const;
   // Builds BEGIN for us and our followers, answers them, and returns our group. Under mutex_.
@@ -107,6 +112,7 @@ class Matchmaker {
   std::condition_variable changed_;
   State state_ = State::kIdle;
   std::string following_;  // the leader we are asking, while kJoining
+  size_t expected_peers_ = 0;  // find_group's hint for this round
   std::vector<Follower> followers_;
 };
 

@@ -64,6 +64,10 @@ void ProgressTracker::run() {
                                    now - last_publish_ >= republish);
     if (must_publish) {
       PeerProgress snapshot = *local_;
+      // A republish of an unchanged report (the trainer is busy averaging or downloading) says "still
+      // here with these samples": it must carry the current time, or its expiration would not be newer than
+      // the stored record's and the DHT would refuse it.
+      snapshot.time = SystemClock::instance().unix_seconds();
       published_epoch_ = snapshot.epoch;
       last_publish_ = now;
       lock.unlock();

@@ -85,10 +85,7 @@ Result<Recipe> Recipe::load(const std::string& path) {
 }
 
 Result<std::unique_ptr<Task>> Recipe::build_task(const TaskContext& context) {
-  auto task = make_task(model_kind, *model_section_, *data_section_, context);
-  if (!task) return task.status();
-  DEDLOC_RETURN_IF_ERROR(root_.finish());
-  return task;
+  return make_task(model_kind, *model_section_, *data_section_, context, [this] { return root_.finish(); });
 }
 
 }  // namespace dedloc::train

@@ -1,6 +1,7 @@
 // Which tasks a recipe's model.kind can name, and how each is built.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -9,9 +10,14 @@
 namespace dedloc::train {
 
 bool has_task_kind(const std::string& kind);
-std::string known_task_kinds();  // "mlp, albert, swav" for messages
-// Builds the task of `kind` from its recipe sections.
+std::string known_task_kinds();  // "albert, mlp, swav" for messages
+// Reports the recipe's unknown keys (ConfigReader::finish on its root).
+using CheckRecipeKeys = std::function<Status()>;
+
+// Builds the task of `kind` from its recipe sections. `check_keys` runs once the task has read its
+// sections and before anything slow (a task that tokenizes a corpus does so after it), so a typo costs
+// nothing.
 Result<std::unique_ptr<Task>> make_task(const std::string& kind, ConfigReader model, ConfigReader data,
-                                        const TaskContext& context);
+                                        const TaskContext& context, const CheckRecipeKeys& check_keys);
 
 }  // namespace dedloc::train

@@ -62,6 +62,16 @@ bool all_finite(std::span<const float> values) {
 
 }  // namespace
 
+const char* to_string(TrainerEvent::Kind kind) {
+  switch (kind) {
+    case TrainerEvent::Kind::kAveraged: return "averaged";
+    case TrainerEvent::Kind::kAlone: return "alone";
+    case TrainerEvent::Kind::kSkipped: return "skipped";
+    case TrainerEvent::Kind::kLoadedState: return "loaded_state";
+  }
+  return "?";
+}
+
 // Everything with torch types or network objects, kept out of the header.
 struct Trainer::Parts {
   NamedTensors parameters, buffers, optimizer_state;
@@ -86,6 +96,7 @@ struct Trainer::Parts {
   std::vector<std::uint64_t> sample_ids;
   std::ofstream samples_log;
   TimePoint last_donor_advert{}, next_catch_up{};
+  std::uint64_t states_loaded_at_start = 0;  // a joining peer's first download, for run()'s report
   double compute_seconds = 0;
   double started = 0;
 };
@@ -202,8 +213,9 @@ Status Trainer::start() {
   p.tracker->refresh_now();
   auto state = p.tracker->state();
   if (state.epoch > epoch_) {
-    TrainerReport ignored;
-    auto caught = catch_up(ignored);
+    TrainerReport at_start;
+    auto caught = catch_up(at_start);
+    p.states_loaded_at_start = at_start.states_loaded;
     if (!caught.is_ok()) {
       Logger::Line(options_.log, LogLevel::kWarning, kLog) << "the swarm is at epoch " << state.epoch
                                                            << " but its state could not be downloaded yet: " << caught.to_string();
@@ -251,6 +263,8 @@ void Trainer::step(TrainerReport& report) {
   const std::uint64_t contributed = p.samples;
   std::string how;
   bool apply = true;
+  TrainerEvent event;
+  event.samples = contributed;
   if (!all_finite(p.gradient_vector)) {
     how = "skipped: our accumulated gradients are not finite";
     apply = false;
@@ -259,7 +273,9 @@ void Trainer::step(TrainerReport& report) {
     ++report.steps_alone;
   } else {
     p.ema.pause();
-    auto outcome = p.averager->step(p.gradient_schema, p.gradient_vector, static_cast<double>(contributed));
+    // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then).
+    auto outcome = p.averager->step(p.gradient_schema, p.gradient_vector, static_cast<double>(contributed),
+                                    p.tracker->others() + 1);
     p.ema.resume(now_seconds());
     if (!outcome) {
       flatten_into(p.accumulators, p.gradient_vector);  // a failed round may have left the buffer half-averaged
@@ -274,6 +290,8 @@ void Trainer::step(TrainerReport& report) {
       if (outcome->all_reduce.averaged_fraction < 1) text << " (" << 100 * outcome->all_reduce.averaged_fraction << "% averaged)";
       how = text.str();
       ++report.steps_averaged;
+      event.kind = TrainerEvent::Kind::kAveraged;
+      event.group_size = outcome->group_size;
     }
     if (apply && !all_finite(p.gradient_vector)) {
       how = "skipped: the averaged gradients are not finite";
@@ -297,10 +315,14 @@ void Trainer::step(TrainerReport& report) {
     task_.after_step(epoch_);
   } else {
     ++report.steps_skipped;
+    event.kind = TrainerEvent::Kind::kSkipped;
   }
   p.last_loss = p.epoch_micro_steps ? p.loss_sum / static_cast<double>(p.epoch_micro_steps) : 0;
   Logger::Line(options_.log, LogLevel::kInfo, kLog) << "epoch " << epoch_ << ": " << contributed << " samples here, "
                                                     << how << ", loss " << p.last_loss;
+  event.epoch = epoch_;
+  event.loss = p.last_loss;
+  if (options_.on_event) options_.on_event(event);
   for (auto& a : p.accumulators) a.zero_();
   for (auto& param : p.parameter_list) {
     if (param.mutable_grad().defined()) param.mutable_grad().zero_();
@@ -339,6 +361,7 @@ Status Trainer::catch_up(TrainerReport& report) {
   Logger::Line(options_.log, LogLevel::kInfo, kLog) << "caught up: loaded the state at epoch " << epoch_
                                                     << " (we were at " << from << ") from "
                                                     << (downloaded->donors.empty() ? "?" : downloaded->donors.front().address);
+  if (options_.on_event) options_.on_event(TrainerEvent{.kind = TrainerEvent::Kind::kLoadedState, .epoch = epoch_});
   p.tracker->report(local_progress());
   return Status();
 }
@@ -371,6 +394,7 @@ void Trainer::show_status(const CollaborationState& state, bool final) {
 Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
   auto& p = *parts_;
   TrainerReport report;
+  report.states_loaded = p.states_loaded_at_start;
   if (options_.min_peers > 1) {
     Logger::Line(options_.log, LogLevel::kInfo, kLog) << "waiting for " << options_.min_peers << " peers in run '" << options_.run_id << "'";
     auto deadline = Deadline::after(options_.wait_for_peers);

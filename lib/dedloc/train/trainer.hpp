@@ -30,6 +30,17 @@
 
 namespace dedloc::train {
 
+// What happened at one global step, or at one download of the swarm's state (for --json and tests).
+struct TrainerEvent {
+  enum class Kind { kAveraged, kAlone, kSkipped, kLoadedState };
+  Kind kind = Kind::kAlone;
+  std::uint64_t epoch = 0;     // after the step or the download
+  double loss = 0;             // mean micro-batch loss of the epoch that just ended (0 for a download)
+  std::uint64_t samples = 0;   // this peer's samples in the step
+  size_t group_size = 0;       // peers averaged with (kAveraged)
+};
+const char* to_string(TrainerEvent::Kind kind);  // "averaged", "alone", "skipped", "loaded_state"
+
 struct TrainerOptions {
   std::string run_id;
   TrainingOptions training;
@@ -43,6 +54,7 @@ struct TrainerOptions {
   std::map<std::string, std::string> checkpoint_extra;  // recipe, run id: saved with each checkpoint
   std::string samples_log;            // a file with, per step, the epoch and the sample ids this peer put in
   bool status_line = false;           // a live status line (a terminal) rather than log lines
+  std::function<void(const TrainerEvent&)> on_event;  // called on the training thread; may be empty
   Duration record_ttl = std::chrono::seconds(30);
   Logger* log = &Logger::global();
 };
