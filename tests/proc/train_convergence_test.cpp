@@ -1,0 +1,66 @@
+// Issue 5's convergence "must show": the shipped ALBERT and SwAV recipes, run collaboratively by two
+// dedloc-train processes on CPU for a fixed number of global steps, lower their loss by a stated margin.
+// The numbers are printed (WARN) and recorded in bench/README.md.
+#include <cmath>
+
+#include <catch2/catch.hpp>
+
+#include "support/test_paths.hpp"
+#include "support/trainer_process.hpp"
+
+using namespace std::chrono_literals;
+using dedloc::test::TrainerArgs;
+using dedloc::test::TrainerProcess;
+using dedloc::test::mean_loss;
+using dedloc::test::pump_until;
+
+namespace {
+
+struct Convergence {
+  double first = 0, last = 0;  // mean loss of the first and of the last three steps, peer 0
+};
+
+// Two peers train `recipe` for `epochs` global steps; every step must be averaged by both.
+Convergence run_pair(const std::string& recipe, std::uint64_t epochs) {
+  const std::string dir = dedloc::test::make_temp_dir("dedloc-convergence");
+  TrainerArgs args{.recipe = recipe, .data_seed = 1, .max_epochs = epochs, .min_peers = 2,
+                   .checkpoint_dir = dir + "/a"};
+  auto a = TrainerProcess::start("a", args);
+  REQUIRE(a.has_value());
+  args.initial_peer = a->address();
+  args.data_seed = 2;
+  args.checkpoint_dir = dir + "/b";
+  auto b = TrainerProcess::start("b", args);
+  REQUIRE(b.has_value());
+  REQUIRE(pump_until({&*a, &*b}, 600s, [&] { return a->find("exit") && b->find("exit"); }));
+  CHECK(a->process().wait(30s) == 0);
+  CHECK(b->process().wait(30s) == 0);
+
+  for (auto* p : {&*a, &*b}) {
+    INFO("peer " << p->name());
+    auto steps = p->steps();
+    REQUIRE(steps.size() == epochs);
+    for (const auto& s : steps) {
+      CHECK(s["event"] == "averaged");
+      CHECK(std::isfinite(s["loss"].get<double>()));
+    }
+  }
+  auto steps = a->steps();
+  return {*mean_loss(steps, 1, 3), *mean_loss(steps, epochs - 2, epochs)};
+}
+
+}  // namespace
+
+TEST_CASE("albert-tiny: two peers lower the masked-LM + sentence-order loss", "[proc][train][convergence]") {
+  auto loss = run_pair("recipes/albert-tiny.yaml", 15);
+  WARN("albert-tiny, 2 peers, 15 steps of 128: loss " << loss.first << " -> " << loss.last);
+  // From ln(8000) + ln(2) = 9.68 (uniform guesses) toward the corpus's token statistics.
+  CHECK(loss.first > 9.3);
+  CHECK(loss.last < loss.first - 0.8);
+}
+
+TEST_CASE("swav-fmnist: two peers lower the SwAV swapped-prediction loss", "[proc][train][convergence]") {
+  auto loss = run_pair("recipes/swav-fmnist.yaml", 15);
+  WARN("swav-fmnist, 2 peers, 15 steps of 256: loss " << loss.first << " -> " << loss.last);
+  CHECK(loss.last < loss.first - 0.2);
+}

@@ -1,0 +1,81 @@
+#include "support/trainer_process.hpp"
+
+#include "support/test_paths.hpp"
+
+namespace dedloc::test {
+
+using nlohmann::json;
+
+std::optional<TrainerProcess> TrainerProcess::start(const std::string& name, const TrainerArgs& args) {
+  std::vector<std::string> argv{binary_path("tools/dedloc-train/dedloc-train"), "--recipe", source_path(args.recipe),
+                                "--listen", "tcp://127.0.0.1:0", "--avg-listen", "tcp://127.0.0.1:0",
+                                "--threads", "1", "--data-seed", std::to_string(args.data_seed),
+                                "--min-peers", std::to_string(args.min_peers), "--json", "--log-level", "warning"};
+  if (!args.initial_peer.empty()) argv.insert(argv.end(), {"--initial-peers", args.initial_peer});
+  if (!args.run_id.empty()) argv.insert(argv.end(), {"--run-id", args.run_id});
+  if (args.max_epochs > 0) argv.insert(argv.end(), {"--max-epochs", std::to_string(args.max_epochs)});
+  if (args.max_time > 0) argv.insert(argv.end(), {"--max-time", std::to_string(args.max_time)});
+  if (!args.checkpoint_dir.empty()) argv.insert(argv.end(), {"--checkpoint-dir", args.checkpoint_dir});
+  argv.insert(argv.end(), args.extra.begin(), args.extra.end());
+
+  TrainerProcess trainer(name, ChildProcess::spawn(argv));
+  while (trainer.address_.empty()) {
+    auto text = trainer.process_.read_line(std::chrono::seconds(60));
+    if (!text) return std::nullopt;
+    auto line = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (line.is_discarded()) continue;  // not ours: the test fails on what is missing, not on noise
+    if (line.value("ready", false)) {
+      trainer.address_ = line["endpoints"][0].get<std::string>();
+    } else {
+      trainer.events_.push_back(std::move(line));
+    }
+  }
+  return trainer;
+}
+
+void TrainerProcess::pump(Duration wait) {
+  while (auto text = process_.read_line(wait)) {
+    auto line = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (!line.is_discarded()) events_.push_back(std::move(line));
+    wait = std::chrono::milliseconds(1);
+  }
+}
+
+std::uint64_t TrainerProcess::epoch() const {
+  for (auto it = events_.rbegin(); it != events_.rend(); ++it) {
+    if (it->contains("epoch")) return (*it)["epoch"].get<std::uint64_t>();
+  }
+  return 0;
+}
+
+std::vector<json> TrainerProcess::steps() const {
+  std::vector<json> out;
+  for (const auto& e : events_) {
+    auto kind = e.value("event", "");
+    if (kind == "averaged" || kind == "alone" || kind == "skipped") out.push_back(e);
+  }
+  return out;
+}
+
+std::optional<json> TrainerProcess::find(const std::string& event) const {
+  for (const auto& e : events_) {
+    if (e.value("event", "") == event) return e;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> mean_loss(const std::vector<json>& steps, std::uint64_t first, std::uint64_t last) {
+  double sum = 0;
+  int n = 0;
+  for (const auto& s : steps) {
+    auto epoch = s["epoch"].get<std::uint64_t>();
+    if (epoch >= first && epoch <= last) {
+      sum += s["loss"].get<double>();
+      ++n;
+    }
+  }
+  if (n == 0) return std::nullopt;
+  return sum / n;
+}
+
+}  // namespace dedloc::test

@@ -1,0 +1,69 @@
+// A dedloc-train process for proc tests, followed through its --json lines: the ready line, one line per
+// global step or state download, and the exit line (docs/recipes.md).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/process.hpp"
+
+namespace dedloc::test {
+
+struct TrainerArgs {
+  std::string recipe;              // relative to the source tree
+  std::string initial_peer;        // empty: this one starts the swarm
+  std::string run_id;              // empty: the recipe's
+  std::uint64_t data_seed = 1;
+  std::uint64_t max_epochs = 0;
+  double max_time = 0;
+  size_t min_peers = 1;
+  std::string checkpoint_dir;      // empty: none
+  std::vector<std::string> extra;  // more flags
+};
+
+class TrainerProcess {
+ public:
+  // Starts dedloc-train and reads up to its ready line (60 s at most; events a joining peer reports before
+  // it, such as a state download, are kept). nullopt when it exits or says nothing in time.
+  static std::optional<TrainerProcess> start(const std::string& name, const TrainerArgs& args);
+
+  const std::string& name() const { return name_; }
+  const std::string& address() const { return address_; }  // its DHT endpoint, for --initial-peers
+  ChildProcess& process() { return process_; }
+
+  // Reads the lines that arrive within `wait` (then without waiting).
+  void pump(Duration wait);
+  // The epoch of the latest step or download reported (0 before any).
+  std::uint64_t epoch() const;
+  // The step lines (event averaged, alone or skipped), in order.
+  std::vector<nlohmann::json> steps() const;
+  // The first line with this event, if any.
+  std::optional<nlohmann::json> find(const std::string& event) const;
+  const std::vector<nlohmann::json>& events() const { return events_; }
+
+ private:
+  TrainerProcess(std::string name, ChildProcess process) : name_(std::move(name)), process_(std::move(process)) {}
+  std::string name_;
+  ChildProcess process_;
+  std::string address_;
+  std::vector<nlohmann::json> events_;
+};
+
+// Pumps every trainer until `done()` holds (true) or `timeout` passes (false).
+template <typename Done>
+bool pump_until(const std::vector<TrainerProcess*>& trainers, Duration timeout, Done done) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    for (auto* t : trainers) t->pump(std::chrono::milliseconds(20));
+    if (done()) return true;
+  }
+  return false;
+}
+
+// The mean loss of the steps whose epoch is in [first, last]; nullopt when there are none.
+std::optional<double> mean_loss(const std::vector<nlohmann::json>& steps, std::uint64_t first, std::uint64_t last);
+
+}  // namespace dedloc::test
