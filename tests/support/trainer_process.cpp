@@ -52,7 +52,7 @@ std::vector<json> TrainerProcess::steps() const {
   std::vector<json> out;
   for (const auto& e : events_) {
     auto kind = e.value("event", "");
-    if (kind == "averaged" || kind == "alone" || kind == "skipped") out.push_back(e);
+    if (kind == "averaged" || kind == "alone" || kind == "local" || kind == "skipped") out.push_back(e);
   }
   return out;
 }

@@ -38,7 +38,7 @@ class TrainerProcess {
   void pump(Duration wait);
   // The epoch of the latest step or download reported (0 before any).
   std::uint64_t epoch() const;
-  // The step lines (event averaged, alone or skipped), in order.
+  // The step lines (event averaged, alone, local or skipped), in order.
   std::vector<nlohmann::json> steps() const;
   // The first line with this event, if any.
   std::optional<nlohmann::json> find(const std::string& event) const;

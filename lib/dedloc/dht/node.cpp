@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "dedloc/dht/record.hpp"
 #include "dedloc/wire/messages.hpp"
@@ -533,51 +534,62 @@ Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline dead
     double received_unix;
   };
   auto inbox = std::make_shared<BlockingQueue<Reply>>();
-  Deadline ping_deadline{std::min(deadline.at, Deadline::after(options_.rpc_timeout).at)};
-  for (size_t i = 0; i < peers.size(); ++i) {
-    client_->call(peers[i].endpoint, net::Outgoing::of(wire::Ping{now()}), ping_deadline,
-                  [this, inbox, i](Result<net::Incoming>&& reply) { inbox->push(Reply{i, std::move(reply), now()}); });
-  }
   std::vector<Contact> answered;
-  std::vector<std::string> problems;
-  double worst_skew = 0;
+  std::vector<std::string> problem(peers.size(), "no answer before the deadline");
+  std::vector<bool> settled(peers.size(), false);  // answered, or refused for good (wrong id, clock skew)
   size_t skewed = 0;
-  std::vector<bool> heard(peers.size(), false);
-  for (size_t i = 0; i < peers.size(); ++i) {
-    auto outcome = inbox->pop(deadline);
-    if (!outcome) break;
-    heard[outcome->peer] = true;
-    const auto& peer = peers[outcome->peer];
-    if (!outcome->reply) {
-      problems.push_back(peer.to_string() + ": " + outcome->reply.status().message());
-      continue;
+  // Pings in rounds of rpc_timeout until one peer answers or the caller's deadline passes: a busy or
+  // just-started initial peer may miss one round.
+  while (answered.empty() && !deadline.passed()) {
+    Deadline round{std::min(deadline.at, Deadline::after(options_.rpc_timeout).at)};
+    size_t sent = 0;
+    for (size_t i = 0; i < peers.size(); ++i) {
+      if (settled[i]) continue;
+      ++sent;
+      client_->call(peers[i].endpoint, net::Outgoing::of(wire::Ping{now()}), round,
+                    [this, inbox, i](Result<net::Incoming>&& reply) { inbox->push(Reply{i, std::move(reply), now()}); });
     }
-    auto pong = outcome->reply->decode<wire::Pong>();
-    crypto::PeerId who = outcome->reply->envelope().sender;
-    if (!pong) {
-      problems.push_back(peer.to_string() + ": " + pong.status().message());
-      continue;
+    if (sent == 0) break;
+    for (size_t k = 0; k < sent; ++k) {
+      auto outcome = inbox->pop(round);
+      if (!outcome) break;
+      const size_t i = outcome->peer;
+      if (settled[i]) continue;  // a late answer to an earlier round, already counted
+      const auto& peer = peers[i];
+      if (!outcome->reply) {
+        problem[i] = outcome->reply.status().message();  // unreachable this round: pinged again next round
+        continue;
+      }
+      settled[i] = true;
+      auto pong = outcome->reply->decode<wire::Pong>();
+      crypto::PeerId who = outcome->reply->envelope().sender;
+      if (!pong) {
+        problem[i] = pong.status().message();
+        continue;
+      }
+      if (peer.peer_id && who != *peer.peer_id) {
+        problem[i] = "answered as peer " + who.to_string() + " (another node now runs there?)";
+        continue;
+      }
+      // Their clock at the midpoint of the round trip against ours.
+      double rtt = outcome->received_unix - pong->ping_sent_unix_time;
+      double skew = pong->unix_time - (pong->ping_sent_unix_time + rtt / 2);
+      if (std::abs(skew) > options_.max_clock_skew_seconds) {
+        ++skewed;
+        std::ostringstream why;
+        why.precision(3);
+        why << "its clock is " << skew << " s " << (skew > 0 ? "ahead of" : "behind") << " ours";
+        problem[i] = why.str();
+        continue;
+      }
+      problem[i].clear();
+      answered.push_back(Contact{who, peer.endpoint, now()});
     }
-    if (peer.peer_id && who != *peer.peer_id) {
-      problems.push_back(peer.to_string() + ": answered as peer " + who.to_string() + " (another node now runs there?)");
-      continue;
-    }
-    // Their clock at the midpoint of the round trip against ours.
-    double rtt = outcome->received_unix - pong->ping_sent_unix_time;
-    double skew = pong->unix_time - (pong->ping_sent_unix_time + rtt / 2);
-    if (std::abs(skew) > options_.max_clock_skew_seconds) {
-      ++skewed;
-      worst_skew = std::abs(skew) > std::abs(worst_skew) ? skew : worst_skew;
-      std::ostringstream why;
-      why.precision(3);
-      why << peer.to_string() << ": its clock is " << skew << " s " << (skew > 0 ? "ahead of" : "behind") << " ours";
-      problems.push_back(why.str());
-      continue;
-    }
-    answered.push_back(Contact{who, peer.endpoint, now()});
+    if (answered.empty()) std::this_thread::sleep_until(round.at);  // failures can be instant: no busy loop
   }
+  std::vector<std::string> problems;
   for (size_t i = 0; i < peers.size(); ++i) {
-    if (!heard[i]) problems.push_back(peers[i].to_string() + ": no answer before the deadline");
+    if (!problem[i].empty()) problems.push_back(peers[i].to_string() + ": " + problem[i]);
   }
   auto joined = [&] {
     std::string text;

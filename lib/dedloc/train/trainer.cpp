@@ -66,6 +66,7 @@ const char* to_string(TrainerEvent::Kind kind) {
   switch (kind) {
     case TrainerEvent::Kind::kAveraged: return "averaged";
     case TrainerEvent::Kind::kAlone: return "alone";
+    case TrainerEvent::Kind::kLocal: return "local";
     case TrainerEvent::Kind::kSkipped: return "skipped";
     case TrainerEvent::Kind::kLoadedState: return "loaded_state";
   }
@@ -281,9 +282,11 @@ void Trainer::step(TrainerReport& report) {
       flatten_into(p.accumulators, p.gradient_vector);  // a failed round may have left the buffer half-averaged
       how = "with local gradients: averaging failed: " + outcome.status().to_string();
       ++report.steps_alone;
+      event.kind = TrainerEvent::Kind::kLocal;
     } else if (outcome->group_size == 0) {
       how = "with local gradients: " + outcome->why_alone;
       ++report.steps_alone;
+      event.kind = TrainerEvent::Kind::kLocal;
     } else {
       std::ostringstream text;
       text << "averaged in a group of " << outcome->group_size;

@@ -32,14 +32,16 @@ namespace dedloc::train {
 
 // What happened at one global step, or at one download of the swarm's state (for --json and tests).
 struct TrainerEvent {
-  enum class Kind { kAveraged, kAlone, kSkipped, kLoadedState };
+  // kAlone: no other peer in the run; kLocal: others are, but averaging found no group or failed, so the
+  // step used our gradients only.
+  enum class Kind { kAveraged, kAlone, kLocal, kSkipped, kLoadedState };
   Kind kind = Kind::kAlone;
   std::uint64_t epoch = 0;     // after the step or the download
   double loss = 0;             // mean micro-batch loss of the epoch that just ended (0 for a download)
   std::uint64_t samples = 0;   // this peer's samples in the step
   size_t group_size = 0;       // peers averaged with (kAveraged)
 };
-const char* to_string(TrainerEvent::Kind kind);  // "averaged", "alone", "skipped", "loaded_state"
+const char* to_string(TrainerEvent::Kind kind);  // "averaged", "alone", "local", "skipped", "loaded_state"
 
 struct TrainerOptions {
   std::string run_id;
