@@ -1,0 +1,114 @@
+// dedloc-train's errors as a volunteer meets them: each one exits non-zero with one line that names what
+// is wrong (issue 5: unreachable initial peer, another model in the run, corrupt checkpoint, bad recipe).
+#include <filesystem>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "support/process.hpp"
+#include "support/test_paths.hpp"
+#include "support/trainer_process.hpp"
+
+using namespace std::chrono_literals;
+using dedloc::test::ChildProcess;
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Run run_train(const std::string& args) {
+  const std::string binary = dedloc::test::binary_path("tools/dedloc-train/dedloc-train");
+  auto child = ChildProcess::spawn({"/bin/sh", "-c", binary + " --listen tcp://127.0.0.1:0 --avg-listen tcp://127.0.0.1:0 " +
+                                                         args + " 2>&1"});
+  Run run;
+  while (auto line = child.read_line(60s)) run.output += *line + "\n";
+  run.exit_code = child.wait(10s).value_or(-1);
+  return run;
+}
+
+std::string write_file(const std::string& dir, const std::string& name, const std::string& text) {
+  std::string path = dir + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// recipes/mlp.yaml with `from` replaced by `to`.
+std::string mlp_recipe_with(const std::string& dir, const std::string& from, const std::string& to) {
+  std::ifstream in(dedloc::test::source_path("recipes/mlp.yaml"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), to);
+  return write_file(dir, "recipe.yaml", text);
+}
+
+}  // namespace
+
+TEST_CASE("dedloc-train: an unreachable initial peer is reported with the address and what to check",
+          "[proc][train][cli]") {
+  auto run = run_train("--recipe " + dedloc::test::source_path("recipes/mlp.yaml") +
+                       " --initial-peers tcp://127.0.0.1:1/p/" + std::string(40, 'a'));
+  INFO(run.output);
+  CHECK(run.exit_code != 0);
+  CHECK_THAT(run.output, Catch::Contains("none of the initial peers answered"));
+  CHECK_THAT(run.output, Catch::Contains("tcp://127.0.0.1:1"));
+}
+
+TEST_CASE("dedloc-train: a peer whose recipe builds another model is refused by the run, naming both schemas",
+          "[proc][train][cli]") {
+  const std::string dir = dedloc::test::make_temp_dir("dedloc-train-cli");
+  auto first = dedloc::test::TrainerProcess::start(
+      "first", {.recipe = "recipes/mlp.yaml", .run_id = "schema-check", .min_peers = 2});
+  REQUIRE(first.has_value());
+  auto run = run_train("--recipe " + mlp_recipe_with(dir, "hidden: 64", "hidden: 48") +
+                       " --run-id schema-check --initial-peers " + first->address());
+  INFO(run.output);
+  CHECK(run.exit_code != 0);
+  CHECK_THAT(run.output, Catch::Contains("run 'schema-check' trains another model"));
+  CHECK_THAT(run.output, Catch::Contains("use the run's recipe or another --run-id"));
+}
+
+TEST_CASE("dedloc-train: --resume from a corrupt checkpoint names the file and starts nothing", "[proc][train][cli]") {
+  const std::string dir = dedloc::test::make_temp_dir("dedloc-train-cli");
+  const std::string recipe = dedloc::test::source_path("recipes/mlp.yaml");
+  // A real checkpoint, then one byte of its tensor data flipped.
+  auto made = run_train("--recipe " + recipe + " --max-epochs 3 --checkpoint-dir " + dir);
+  INFO(made.output);
+  REQUIRE(made.exit_code == 0);
+  const std::string path = dir + "/checkpoint.safetensors";
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(-5, std::ios::end);
+    char byte = 0;
+    file.read(&byte, 1);
+    file.seekp(-5, std::ios::end);
+    byte = static_cast<char>(byte ^ 0x40);
+    file.write(&byte, 1);
+  }
+  auto run = run_train("--recipe " + recipe + " --resume --checkpoint-dir " + dir);
+  INFO(run.output);
+  CHECK(run.exit_code != 0);
+  CHECK_THAT(run.output, Catch::Contains(path));
+  CHECK_THAT(run.output, Catch::Contains("corrupt"));
+  CHECK_THAT(run.output, !Catch::Contains("\"ready\":true"));
+
+  // And a checkpoint that is not there at all.
+  std::filesystem::remove(path);
+  auto missing = run_train("--recipe " + recipe + " --resume --checkpoint-dir " + dir);
+  INFO(missing.output);
+  CHECK(missing.exit_code != 0);
+  CHECK_THAT(missing.output, Catch::Contains(path));
+}
+
+TEST_CASE("dedloc-train: a mistyped recipe key is an error naming the key and the file", "[proc][train][cli]") {
+  const std::string dir = dedloc::test::make_temp_dir("dedloc-train-cli");
+  const std::string recipe = mlp_recipe_with(dir, "micro_batch_size:", "micro_batchsize:");
+  auto run = run_train("--recipe " + recipe);
+  INFO(run.output);
+  CHECK(run.exit_code != 0);
+  CHECK_THAT(run.output, Catch::Contains("micro_batchsize"));
+  CHECK_THAT(run.output, Catch::Contains(recipe));
+}
