@@ -6,6 +6,7 @@
 // step's clock starts (ids uniform in [5, vocab), segment B from the middle on, 15% of the positions
 // predicted, random order labels), then zero_grad, AlbertModel::pretraining_losses (MLM + SOP), backward,
 // Adam step. After --warmup untimed steps, --steps steps are timed one by one and the median reported.
+// The process keeps freed memory mapped (core/memory.hpp), as dedloc-train does.
 //
 // Output: one JSON line, "impl": "dedloc", the same fields as the Python script's.
 // Usage: bench_albert_speed [--steps N] [--warmup N] [--threads N] [--batch N] [--seq N] [--layers N] ...
@@ -20,6 +21,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/version.h>
 
+#include "dedloc/core/memory.hpp"
 #include "dedloc/train/models/albert.hpp"
 
 using namespace dedloc::train;
@@ -72,6 +74,7 @@ int main(int argc, char** argv) {
   }
 
   torch::set_num_threads(threads);
+  dedloc::keep_freed_memory();  // as dedloc-train does (core/memory.hpp)
   torch::manual_seed(0);
   auto g = at::make_generator<at::CPUGeneratorImpl>(1);
   AlbertModel model(config, 0);

@@ -10,6 +10,7 @@
 
 #include "dedloc/cli/ready_line.hpp"
 #include "dedloc/cli/signals.hpp"
+#include "dedloc/core/memory.hpp"
 #include "dedloc/dht/node.hpp"
 #include "dedloc/train/checkpoint.hpp"
 #include "dedloc/train/progress.hpp"
@@ -75,6 +76,7 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   auto identity = cli::load_identity(common);
   if (!identity) return cli::report_failure(kTool, identity.status());
   if (o.threads > 0) torch::set_num_threads(o.threads);
+  keep_freed_memory();  // libtorch's activations and gradients reuse warm pages (core/memory.hpp)
   cli::install_shutdown_handlers();
 
   // The DHT first: an unreachable initial peer is reported before minutes of model building.

@@ -1,13 +1,12 @@
 #include "dedloc/avg/all_reduce.hpp"
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
 
 #include "dedloc/avg/float_ops.hpp"
 #include "dedloc/avg/reducer.hpp"
+#include "dedloc/core/memory.hpp"
 
 namespace dedloc::avg {
 
@@ -21,22 +20,6 @@ constexpr Duration kCheckInterval = std::chrono::milliseconds(20);
 
 ByteSpan bytes_of(const zmq::message_t& message) {
   return {static_cast<const std::uint8_t*>(message.data()), message.size()};
-}
-
-// ZeroMQ mallocs every message it receives (here every part and every delta, 0.5-4 MiB each). glibc's
-// defaults serve such sizes with fresh mmap()s, or give freed heap memory back to the system (trim), so
-// every part would land in fresh pages: ≈ 10 µs per 4 KiB page on these machines, several times what
-// loopback TCP takes to fill it (DESIGN §6); measured, a 4-peer 64 MiB round took 3.6x longer. With
-// freed memory kept, ZeroMQ's buffers are warm from the second part on. The cost: memory the process
-// frees stays mapped, up to its peak use (allocations over 32 MiB still get their own mapping).
-void keep_freed_memory() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-#if defined(__GLIBC__)
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest; setting it also stops its dynamic adjustment
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
-  });
 }
 
 }  // namespace
@@ -243,7 +226,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
 
 AllReduce::AllReduce(net::Server& server, net::Client& client, crypto::PeerId self, Logger* log)
     : client_(client), self_(self), log_(log), frames_(std::make_shared<FramePool>()) {
-  keep_freed_memory();
+  keep_freed_memory();  // ZeroMQ mallocs every part it receives (0.5-4 MiB): core/memory.hpp
   server.handle<wire::AvgPart>([this](wire::AvgPart&& part, net::Incoming&& request, net::Replier replier) {
     on_part(std::move(part), std::move(request), std::move(replier));
   });
