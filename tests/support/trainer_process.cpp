@@ -7,7 +7,8 @@ namespace dedloc::test {
 using nlohmann::json;
 
 std::optional<TrainerProcess> TrainerProcess::start(const std::string& name, const TrainerArgs& args) {
-  std::vector<std::string> argv{binary_path("tools/dedloc-train/dedloc-train"), "--recipe", source_path(args.recipe),
+  const std::string recipe = args.recipe.starts_with("/") ? args.recipe : source_path(args.recipe);
+  std::vector<std::string> argv{binary_path("tools/dedloc-train/dedloc-train"), "--recipe", recipe,
                                 "--listen", "tcp://127.0.0.1:0", "--avg-listen", "tcp://127.0.0.1:0",
                                 "--threads", "1", "--data-seed", std::to_string(args.data_seed),
                                 "--min-peers", std::to_string(args.min_peers), "--json", "--log-level", "warning"};

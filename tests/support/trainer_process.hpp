@@ -13,7 +13,7 @@
 namespace dedloc::test {
 
 struct TrainerArgs {
-  std::string recipe;              // relative to the source tree
+  std::string recipe;              // an absolute path, or relative to the source tree
   std::string initial_peer;        // empty: this one starts the swarm
   std::string run_id;              // empty: the recipe's
   std::uint64_t data_seed = 1;

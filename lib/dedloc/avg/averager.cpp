@@ -70,9 +70,9 @@ std::string Averager::dialable_endpoint() const {
 }
 
 Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> vector, double weight,
-                                   size_t expected_peers) {
+                                   size_t expected_peers, const std::string& what) {
   StepOutcome outcome;
-  auto group = matchmaker_->find_group(schema.hash, schema.length, expected_peers);
+  auto group = matchmaker_->find_group(schema.hash, schema.length, expected_peers, options_.run_id + "_" + what);
   if (!group) {
     if (group.status().code() != Code::kTimeout) return group.status();
     outcome.why_alone = group.status().message();

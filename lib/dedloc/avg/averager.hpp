@@ -65,8 +65,10 @@ class Averager {
   // Without a group the vector is left as it is, and the outcome says why. `expected_peers`: how many
   // peers (us included) the caller knows to be in the run, so that a group of all of them forms without
   // waiting out matchmaking_time (Matchmaker::find_group); 0: unknown.
+  // `what` names the kind of round: peers average together only vectors of the same kind ("grad":
+  // gradients, where aux peers help; "params": a trainer's periodic parameter averaging).
   Result<StepOutcome> step(const VectorSchema& schema, std::span<float> vector, double weight,
-                           size_t expected_peers = 0);
+                           size_t expected_peers = 0, const std::string& what = "grad");
 
   std::string endpoint() const;
   // Where others dial our averaging server: --announce, or the bound endpoint with a wildcard host replaced

@@ -176,9 +176,11 @@ Matchmaker::JoinOutcome Matchmaker::try_join(const net::PeerAddress& leader, dou
   return {std::move(group.value()), std::move(*begin), "", std::nullopt};
 }
 
-Result<Group> Matchmaker::find_group(const Bytes& schema_hash, std::uint64_t vector_length, size_t expected_peers) {
+Result<Group> Matchmaker::find_group(const Bytes& schema_hash, std::uint64_t vector_length, size_t expected_peers,
+                                     const std::string& group_key) {
   {
-    std::lock_guard lock(mutex_);  // joiners' requests read the schema
+    std::lock_guard lock(mutex_);  // joiners' requests read the schema and the key
+    if (!group_key.empty()) options_.group_key = group_key;
     options_.schema_hash = schema_hash;
     options_.vector_length = vector_length;
     expected_peers_ = expected_peers;

@@ -64,8 +64,10 @@ class Matchmaker {
   // The same, for a vector layout other than the one in the options (the averager learns it per step).
   // `expected_peers` (us included; 0: unknown) is how many peers the caller knows to be in the run: a
   // leader whose group holds that many (at least min_group_size, at most target_group_size) forms it at
-  // once instead of waiting out matchmaking_time for peers that do not exist.
-  Result<Group> find_group(const Bytes& schema_hash, std::uint64_t vector_length, size_t expected_peers = 0);
+  // once instead of waiting out matchmaking_time for peers that do not exist. A non-empty `group_key`
+  // replaces the options' from now on (one matchmaker serves several kinds of rounds, one at a time).
+  Result<Group> find_group(const Bytes& schema_hash, std::uint64_t vector_length, size_t expected_peers = 0,
+                           const std::string& group_key = "");
 
  private:
   struct Follower {

@@ -46,6 +46,7 @@ Result<Recipe> Recipe::load(const std::string& path) {
   training.read("micro_batch_size", recipe.training.micro_batch_size);
   training.read("max_grad_norm", recipe.training.max_grad_norm);
   training.read("checkpoint_every", recipe.training.checkpoint_every);
+  training.read("average_parameters_every", recipe.training.average_parameters_every);
   ConfigReader optimizer = r.section("optimizer");
   read_optimizer_options(optimizer, recipe.optimizer);
   ConfigReader schedule = r.section("schedule");

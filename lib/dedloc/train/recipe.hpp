@@ -30,6 +30,9 @@ struct TrainingOptions {
   std::int64_t micro_batch_size = 32;      // samples per forward/backward on this peer
   double max_grad_norm = 0;                // per micro-step clipping of the gradient norm; 0: none
   std::uint64_t checkpoint_every = 0;      // epochs between checkpoints (with --checkpoint-dir); 0: at exit only
+  // Epochs between averaging the parameters themselves (after that epoch's step), which repairs the drift
+  // of peers that once stepped with their own gradients or diverged otherwise; 0: never.
+  std::uint64_t average_parameters_every = 0;
 };
 
 struct AveragingRecipe {

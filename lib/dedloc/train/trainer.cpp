@@ -326,6 +326,9 @@ void Trainer::step(TrainerReport& report) {
   event.epoch = epoch_;
   event.loss = p.last_loss;
   if (options_.on_event) options_.on_event(event);
+  // Every peer reaches this epoch with this step, so all of them look for a parameter group together.
+  const auto every = options_.training.average_parameters_every;
+  if (apply && every > 0 && epoch_ % every == 0 && p.tracker->others() > 0) average_parameters();
   for (auto& a : p.accumulators) a.zero_();
   for (auto& param : p.parameter_list) {
     if (param.mutable_grad().defined()) param.mutable_grad().zero_();
@@ -340,6 +343,29 @@ void Trainer::step(TrainerReport& report) {
       epoch_ % options_.training.checkpoint_every == 0) {
     auto saved = save_checkpoint_files();
     if (!saved.is_ok()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << saved.to_string();
+  }
+}
+
+void Trainer::average_parameters() {
+  auto& p = *parts_;
+  // The gradient buffer is free between steps, and parameters have the gradients' layout and schema
+  // (the round's kind, "params", keeps them apart from gradient rounds).
+  flatten_into(p.parameter_list, p.gradient_vector);
+  p.ema.pause();
+  auto outcome = p.averager->step(p.gradient_schema, p.gradient_vector, 1.0, p.tracker->others() + 1, "params");
+  p.ema.resume(now_seconds());
+  Logger::Line line(options_.log, LogLevel::kInfo, kLog);
+  line << "epoch " << epoch_ << ": ";
+  if (!outcome) {
+    line << "parameters not averaged: " << outcome.status().to_string();
+  } else if (outcome->group_size == 0) {
+    line << "parameters not averaged: " << outcome->why_alone;
+  } else if (!all_finite(p.gradient_vector)) {
+    line << "parameters not averaged: the average is not finite";
+  } else {
+    torch::NoGradGuard no_grad;
+    unflatten_from(p.gradient_vector, p.parameter_list);
+    line << "parameters averaged in a group of " << outcome->group_size;
   }
 }
 

@@ -98,6 +98,7 @@ class Trainer {
   struct Parts;
   void accumulate(const Batch& batch, double loss);
   void step(TrainerReport& report);
+  void average_parameters();
   Status catch_up(TrainerReport& report);
   void publish_donor_and_metrics(bool force);
   void show_status(const CollaborationState& state, bool final = false);
