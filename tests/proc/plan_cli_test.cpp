@@ -8,22 +8,11 @@
 #include "support/test_paths.hpp"
 
 using namespace std::chrono_literals;
-using dedloc::test::ChildProcess;
 
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Run run_plan(const std::string& args) {
-  const std::string binary = dedloc::test::binary_path("tools/dedloc-plan/dedloc-plan");
-  auto child = ChildProcess::spawn({"/bin/sh", "-c", binary + " " + args + " 2>&1"});
-  Run run;
-  while (auto line = child.read_line(30s)) run.output += *line + "\n";
-  run.exit_code = child.wait(10s).value_or(-1);
-  return run;
+dedloc::test::CommandOutput run_plan(const std::string& args) {
+  return dedloc::test::run_command(dedloc::test::binary_path("tools/dedloc-plan/dedloc-plan") + " " + args, 30s);
 }
 
 std::string write_file(const std::string& name, const std::string& text) {

@@ -10,23 +10,12 @@
 #include "support/trainer_process.hpp"
 
 using namespace std::chrono_literals;
-using dedloc::test::ChildProcess;
 
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Run run_train(const std::string& args) {
-  const std::string binary = dedloc::test::binary_path("tools/dedloc-train/dedloc-train");
-  auto child = ChildProcess::spawn({"/bin/sh", "-c", binary + " --listen tcp://127.0.0.1:0 --avg-listen tcp://127.0.0.1:0 " +
-                                                         args + " 2>&1"});
-  Run run;
-  while (auto line = child.read_line(60s)) run.output += *line + "\n";
-  run.exit_code = child.wait(10s).value_or(-1);
-  return run;
+dedloc::test::CommandOutput run_train(const std::string& args) {
+  return dedloc::test::run_command(dedloc::test::binary_path("tools/dedloc-train/dedloc-train") +
+                                   " --listen tcp://127.0.0.1:0 --avg-listen tcp://127.0.0.1:0 " + args);
 }
 
 std::string write_file(const std::string& dir, const std::string& name, const std::string& text) {

@@ -90,4 +90,12 @@ std::optional<int> ChildProcess::wait(Duration timeout) {
   }
 }
 
+CommandOutput run_command(const std::string& command, Duration line_timeout) {
+  auto child = ChildProcess::spawn({"/bin/sh", "-c", command + " 2>&1"});
+  CommandOutput result;
+  while (auto line = child.read_line(line_timeout)) result.output += *line + "\n";
+  result.exit_code = child.wait(std::chrono::seconds(10)).value_or(-1);
+  return result;
+}
+
 }  // namespace dedloc::test

@@ -34,4 +34,11 @@ class ChildProcess {
   bool exited_ = false;
 };
 
+// Runs `command` with /bin/sh, stdout and stderr together, to its end: what CLI error tests check.
+struct CommandOutput {
+  int exit_code = -1;  // -1 when it did not exit within the timeout after its output ended
+  std::string output;
+};
+CommandOutput run_command(const std::string& command, Duration line_timeout = std::chrono::seconds(60));
+
 }  // namespace dedloc::test

@@ -348,6 +348,7 @@ void Trainer::step(TrainerReport& report) {
 
 void Trainer::average_parameters() {
   auto& p = *parts_;
+  torch::NoGradGuard no_grad;
   // The gradient buffer is free between steps, and parameters have the gradients' layout and schema
   // (the round's kind, "params", keeps them apart from gradient rounds).
   flatten_into(p.parameter_list, p.gradient_vector);
@@ -363,7 +364,6 @@ void Trainer::average_parameters() {
   } else if (!all_finite(p.gradient_vector)) {
     line << "parameters not averaged: the average is not finite";
   } else {
-    torch::NoGradGuard no_grad;
     unflatten_from(p.gradient_vector, p.parameter_list);
     line << "parameters averaged in a group of " << outcome->group_size;
   }
