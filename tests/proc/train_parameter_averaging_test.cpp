@@ -4,7 +4,6 @@
 // stays; with parameter averaging every 2 epochs, both end with the same parameters.
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 
 #include <catch2/catch.hpp>
 
@@ -23,18 +22,10 @@ constexpr std::uint64_t kEpochs = 6;
 
 // recipes/mlp.yaml with another initial seed and parameter averaging every `every` epochs (0: none).
 std::string write_recipe(const std::string& dir, const std::string& name, int seed, int every) {
-  std::ifstream in(dedloc::test::source_path("recipes/mlp.yaml"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto replace = [&](const std::string& from, const std::string& to) {
-    auto at = text.find(from);
-    REQUIRE(at != std::string::npos);
-    text.replace(at, from.size(), to);
-  };
-  replace("seed: 1 ", "seed: " + std::to_string(seed) + " ");
-  replace("training:\n", "training:\n  average_parameters_every: " + std::to_string(every) + "\n");
-  const std::string path = dir + "/" + name;
-  std::ofstream(path) << text;
-  return path;
+  return dedloc::test::write_recipe_variant(
+      "recipes/mlp.yaml", dir, name,
+      {{"seed: 1 ", "seed: " + std::to_string(seed) + " "},
+       {"training:\n", "training:\n  average_parameters_every: " + std::to_string(every) + "\n"}});
 }
 
 // Runs two peers for kEpochs and returns the largest parameter difference between their final models.

@@ -1,17 +1,32 @@
 #include "support/trainer_process.hpp"
 
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+
 #include "support/test_paths.hpp"
 
 namespace dedloc::test {
 
 using nlohmann::json;
 
+namespace {
+
+// $DEDLOC_TEST_TRAINER_LOG (e.g. info) makes the trainers' logs visible when a test needs looking into.
+std::string log_level() {
+  const char* level = std::getenv("DEDLOC_TEST_TRAINER_LOG");
+  return level && *level ? level : "warning";
+}
+
+}  // namespace
+
 std::optional<TrainerProcess> TrainerProcess::start(const std::string& name, const TrainerArgs& args) {
   const std::string recipe = args.recipe.starts_with("/") ? args.recipe : source_path(args.recipe);
   std::vector<std::string> argv{binary_path("tools/dedloc-train/dedloc-train"), "--recipe", recipe,
                                 "--listen", "tcp://127.0.0.1:0", "--avg-listen", "tcp://127.0.0.1:0",
                                 "--threads", "1", "--data-seed", std::to_string(args.data_seed),
-                                "--min-peers", std::to_string(args.min_peers), "--json", "--log-level", "warning"};
+                                "--min-peers", std::to_string(args.min_peers), "--json", "--log-level", log_level()};
   if (!args.initial_peer.empty()) argv.insert(argv.end(), {"--initial-peers", args.initial_peer});
   if (!args.run_id.empty()) argv.insert(argv.end(), {"--run-id", args.run_id});
   if (args.max_epochs > 0) argv.insert(argv.end(), {"--max-epochs", std::to_string(args.max_epochs)});
@@ -21,7 +36,8 @@ std::optional<TrainerProcess> TrainerProcess::start(const std::string& name, con
 
   TrainerProcess trainer(name, ChildProcess::spawn(argv));
   while (trainer.address_.empty()) {
-    auto text = trainer.process_.read_line(std::chrono::seconds(60));
+    // A joining peer downloads the state first (its own deadline: 120 s, with a dead donor to skip).
+    auto text = trainer.process_.read_line(std::chrono::seconds(150));
     if (!text) return std::nullopt;
     auto line = json::parse(*text, nullptr, /*allow_exceptions=*/false);
     if (line.is_discarded()) continue;  // not ours: the test fails on what is missing, not on noise
@@ -63,6 +79,20 @@ std::optional<json> TrainerProcess::find(const std::string& event) const {
     if (e.value("event", "") == event) return e;
   }
   return std::nullopt;
+}
+
+std::string write_recipe_variant(const std::string& base, const std::string& dir, const std::string& name,
+                                 const std::vector<std::pair<std::string, std::string>>& replacements) {
+  std::ifstream in(source_path(base));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& [from, to] : replacements) {
+    auto at = text.find(from);
+    if (at == std::string::npos) throw std::runtime_error(base + " has no '" + from + "' to replace");
+    text.replace(at, from.size(), to);
+  }
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << text;
+  return path;
 }
 
 std::optional<double> mean_loss(const std::vector<json>& steps, std::uint64_t first, std::uint64_t last) {

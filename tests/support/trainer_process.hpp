@@ -26,7 +26,7 @@ struct TrainerArgs {
 
 class TrainerProcess {
  public:
-  // Starts dedloc-train and reads up to its ready line (60 s at most; events a joining peer reports before
+  // Starts dedloc-train and reads up to its ready line (150 s at most; events a joining peer reports before
   // it, such as a state download, are kept). nullopt when it exits or says nothing in time.
   static std::optional<TrainerProcess> start(const std::string& name, const TrainerArgs& args);
 
@@ -62,6 +62,11 @@ bool pump_until(const std::vector<TrainerProcess*>& trainers, Duration timeout, 
   }
   return false;
 }
+
+// Writes `dir`/`name`: the recipe at `base` (relative to the source tree) with each `from` text replaced by
+// its `to` (each must occur); returns the path. Tests vary a shipped recipe this way.
+std::string write_recipe_variant(const std::string& base, const std::string& dir, const std::string& name,
+                                 const std::vector<std::pair<std::string, std::string>>& replacements);
 
 // The mean loss of the steps whose epoch is in [first, last]; nullopt when there are none.
 std::optional<double> mean_loss(const std::vector<nlohmann::json>& steps, std::uint64_t first, std::uint64_t last);

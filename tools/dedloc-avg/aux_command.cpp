@@ -85,11 +85,19 @@ class AuxCommand final : public Command {
         cli::wait_for_shutdown(std::chrono::seconds(1));
         continue;
       }
-      // The trainers' progress records say how many will look for a group: with all of them in, a group
-      // we lead forms at once rather than at the matchmaking deadline.
+      // The trainers' progress records say which epoch's gradients they will average next (the round's
+      // name: train::gradient_round) and how many will look for a group: with all of them in, a group we
+      // lead forms at once rather than at the matchmaking deadline. Without records, plain "grad" rounds.
       auto trainers = train::read_progress(dht, run_id_, Deadline::after(std::chrono::seconds(2)));
-      const size_t expected = trainers ? trainers->size() + 1 : 0;
-      auto outcome = averager.step(**schema, {}, 0, expected);
+      size_t expected = 0;
+      std::string round = "grad";
+      if (trainers && !trainers->empty()) {
+        std::uint64_t epoch = 0;
+        for (const auto& t : *trainers) epoch = std::max(epoch, t.epoch);
+        expected = trainers->size() + 1;
+        round = train::gradient_round(epoch);
+      }
+      auto outcome = averager.step(**schema, {}, 0, expected, round);
       if (!outcome) {
         log.warn("aux") << "round failed: " << outcome.status().to_string();
         cli::wait_for_shutdown(std::chrono::seconds(1));

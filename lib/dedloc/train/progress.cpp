@@ -12,6 +12,8 @@ namespace dedloc::train {
 std::string progress_key(const std::string& run_id) { return run_id + "_progress"; }
 std::string metrics_key(const std::string& run_id) { return run_id + "_metrics"; }
 
+std::string gradient_round(std::uint64_t epoch) { return "grad." + std::to_string(epoch); }
+
 Bytes own_subkey(const dht::Node& node) {
   std::string marker = dht::owner_marker(node.public_key());
   return Bytes(marker.begin(), marker.end());

@@ -46,6 +46,12 @@ struct PeerProgress {
 
 std::string progress_key(const std::string& run_id);
 std::string metrics_key(const std::string& run_id);
+// The kind of averaging round (Averager::step's `what`) for the gradients of the step that ends `epoch`:
+// gradients are averaged only among peers at the same epoch, that is, computed on the same parameters. A
+// peer that fell behind without knowing it yet then finds no group, steps alone, and downloads the
+// state once it sees how far behind it is, instead of applying others' gradients to other parameters.
+std::string gradient_round(std::uint64_t epoch);
+
 // The subkey a peer owns in these record families: "[owner:<its public key>]".
 Bytes own_subkey(const dht::Node& node);
 Bytes encode_progress(const PeerProgress& progress);

@@ -275,8 +275,15 @@ void Trainer::step(TrainerReport& report) {
   } else {
     p.ema.pause();
     // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then).
-    auto outcome = p.averager->step(p.gradient_schema, p.gradient_vector, static_cast<double>(contributed),
-                                    p.tracker->others() + 1);
+    auto average = [&] {
+      return p.averager->step(p.gradient_schema, p.gradient_vector, static_cast<double>(contributed),
+                              p.tracker->others() + 1, gradient_round(epoch_));
+    };
+    auto outcome = average();
+    // Peers we know of but did not meet may have looked just before or after us (their batch came a
+    // moment apart): one more window overlaps theirs, where stepping alone now would leave us out of
+    // phase for good.
+    if (outcome && outcome->group_size == 0 && p.tracker->others() > 0) outcome = average();
     p.ema.resume(now_seconds());
     if (!outcome) {
       flatten_into(p.accumulators, p.gradient_vector);  // a failed round may have left the buffer half-averaged
@@ -350,10 +357,11 @@ void Trainer::average_parameters() {
   auto& p = *parts_;
   torch::NoGradGuard no_grad;
   // The gradient buffer is free between steps, and parameters have the gradients' layout and schema
-  // (the round's kind, "params", keeps them apart from gradient rounds).
+  // (the round's kind keeps them apart from gradient rounds).
   flatten_into(p.parameter_list, p.gradient_vector);
   p.ema.pause();
-  auto outcome = p.averager->step(p.gradient_schema, p.gradient_vector, 1.0, p.tracker->others() + 1, "params");
+  auto outcome = p.averager->step(p.gradient_schema, p.gradient_vector, 1.0, p.tracker->others() + 1,
+                                  "params." + std::to_string(epoch_));
   p.ema.resume(now_seconds());
   Logger::Line line(options_.log, LogLevel::kInfo, kLog);
   line << "epoch " << epoch_ << ": ";

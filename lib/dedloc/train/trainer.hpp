@@ -43,6 +43,7 @@ struct TrainerEvent {
 };
 const char* to_string(TrainerEvent::Kind kind);  // "averaged", "alone", "local", "skipped", "loaded_state"
 
+
 struct TrainerOptions {
   std::string run_id;
   TrainingOptions training;
