@@ -17,22 +17,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::pair<test::ChildProcess, nlohmann::json> start(std::vector<std::string> args) {
-  auto child = test::ChildProcess::spawn(args);
-  auto ready = child.read_line(30s);
-  REQUIRE(ready.has_value());
-  auto json = nlohmann::json::parse(*ready);
-  REQUIRE(json["ready"] == true);
-  return {std::move(child), json};
-}
 
 }  // namespace
 
 TEST_CASE("dedloc-avg aux reduces a share of two trainers' vectors, then leaves on SIGTERM", "[proc][avg]") {
-  auto [dht_process, dht_ready] = start({test::binary_path("tools/dedloc-dht/dedloc-dht"), "serve", "--listen",
+  auto [dht_process, dht_ready] = test::start_ready({test::binary_path("tools/dedloc-dht/dedloc-dht"), "serve", "--listen",
                                          "tcp://127.0.0.1:0", "--log-level", "warning"});
   const std::string bootstrap = dht_ready["endpoints"][0];
-  auto [aux, aux_ready] = start({test::binary_path("tools/dedloc-avg/dedloc-avg"), "--log-level", "warning", "aux",
+  auto [aux, aux_ready] = test::start_ready({test::binary_path("tools/dedloc-avg/dedloc-avg"), "--log-level", "warning", "aux",
                                  "--run", "procrun", "--initial-peers", bootstrap, "--listen", "tcp://127.0.0.1:0",
                                  "--target-group-size", "3", "--matchmaking-time", "3", "--bandwidth", "1000"});
   CHECK(aux_ready["role"] == "aux");

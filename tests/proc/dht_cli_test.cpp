@@ -34,11 +34,7 @@ Finished run(std::vector<std::string> args) {
 std::pair<test::ChildProcess, std::string> serve(const std::vector<std::string>& initial_peers) {
   std::vector<std::string> args{dht_binary(), "serve", "--listen", "tcp://127.0.0.1:0", "--log-level", "warning"};
   for (const auto& peer : initial_peers) args.insert(args.end(), {"--initial-peers", peer});
-  auto child = test::ChildProcess::spawn(args);
-  auto ready = child.read_line(30s);
-  REQUIRE(ready.has_value());
-  auto json = nlohmann::json::parse(*ready);
-  REQUIRE(json["ready"] == true);
+  auto [child, json] = test::start_ready(args);
   REQUIRE(json["role"] == "dht");
   std::string address = json["endpoints"][0];
   CHECK(address.find("/p/" + json["peer_id"].get<std::string>()) != std::string::npos);

@@ -27,13 +27,9 @@ constexpr std::uint64_t kJoinAt = 12;  // the newcomer starts once the first pee
 // A dedloc-dht node that lives through the whole test: every trainer joins through it, so a newcomer can
 // join whichever trainers are still there (as in scripts/train-local).
 std::pair<dedloc::test::ChildProcess, std::string> start_bootstrap() {
-  auto node = dedloc::test::ChildProcess::spawn({dedloc::test::binary_path("tools/dedloc-dht/dedloc-dht"), "--log-level",
-                                                 "warning", "serve", "--listen", "tcp://127.0.0.1:0"});
-  auto ready = node.read_line(30s);
-  REQUIRE(ready.has_value());
-  auto at = ready->find("tcp://");
-  REQUIRE(at != std::string::npos);
-  return {std::move(node), ready->substr(at, ready->find('"', at) - at)};
+  auto [node, ready] = dedloc::test::start_ready({dedloc::test::binary_path("tools/dedloc-dht/dedloc-dht"),
+                                                  "--log-level", "warning", "serve", "--listen", "tcp://127.0.0.1:0"});
+  return {std::move(node), ready["endpoints"][0].get<std::string>()};
 }
 
 // recipes/mlp.yaml with all-reduce timeouts to match its 1 s matchmaking: the third peer is killed while

@@ -18,12 +18,6 @@ dedloc::test::CommandOutput run_train(const std::string& args) {
                                    " --listen tcp://127.0.0.1:0 --avg-listen tcp://127.0.0.1:0 " + args);
 }
 
-std::string write_file(const std::string& dir, const std::string& name, const std::string& text) {
-  std::string path = dir + "/" + name;
-  std::ofstream(path) << text;
-  return path;
-}
-
 // recipes/mlp.yaml with `from` replaced by `to`.
 std::string mlp_recipe_with(const std::string& dir, const std::string& from, const std::string& to) {
   return dedloc::test::write_recipe_variant("recipes/mlp.yaml", dir, "recipe.yaml", {{from, to}});

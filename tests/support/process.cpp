@@ -90,6 +90,15 @@ std::optional<int> ChildProcess::wait(Duration timeout) {
   }
 }
 
+std::pair<ChildProcess, nlohmann::json> start_ready(const std::vector<std::string>& argv, Duration timeout) {
+  auto child = ChildProcess::spawn(argv);
+  auto ready = child.read_line(timeout);
+  if (!ready) throw std::runtime_error(argv[0] + ": no ready line in time");
+  auto json = nlohmann::json::parse(*ready);  // throws on anything but JSON
+  if (!json.value("ready", false)) throw std::runtime_error(argv[0] + ": not a ready line: " + *ready);
+  return {std::move(child), std::move(json)};
+}
+
 CommandOutput run_command(const std::string& command, Duration line_timeout) {
   auto child = ChildProcess::spawn({"/bin/sh", "-c", command + " 2>&1"});
   CommandOutput result;

@@ -5,8 +5,11 @@
 #include <sys/types.h>
 
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "dedloc/core/clock.hpp"
 
@@ -33,6 +36,12 @@ class ChildProcess {
   std::string buffer_;
   bool exited_ = false;
 };
+
+// Starts `argv` and reads its JSON ready line (docs/operators.md), failing the test if none comes within
+// `timeout` or it is not a ready line (std::runtime_error, which fails the test): for the tools'
+// long-running roles (dedloc-dht serve, dedloc-avg aux).
+std::pair<ChildProcess, nlohmann::json> start_ready(const std::vector<std::string>& argv,
+                                                    Duration timeout = std::chrono::seconds(30));
 
 // Runs `command` with /bin/sh, stdout and stderr together, to its end: what CLI error tests check.
 struct CommandOutput {
