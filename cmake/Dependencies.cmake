@@ -7,6 +7,9 @@ find_package(yaml-cpp REQUIRED)            # libyaml-cpp-dev: target yaml-cpp
 find_package(CLI11 REQUIRED)               # libcli11-dev: target CLI11::CLI11
 find_package(nlohmann_json REQUIRED)       # nlohmann-json3-dev: target nlohmann_json::nlohmann_json
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)   # libsodium-dev
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib) # libcpp-httplib-dev: the monitor's dashboard
+# libjs-chart.js: the dashboard's charts, built into dedloc-avg (no CDN at run time).
+find_file(DEDLOC_CHART_JS chart.min.js PATHS /usr/share/javascript/chart.js NO_DEFAULT_PATH REQUIRED)
 
 # lpsolve ships no CMake config, only static archives (liblpsolve55-dev).
 find_path(LPSOLVE_INCLUDE_DIR lp_lib.h PATH_SUFFIXES lpsolve REQUIRED)

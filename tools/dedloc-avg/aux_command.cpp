@@ -12,6 +12,7 @@
 #include "dedloc/cli/signals.hpp"
 #include "dedloc/dht/node.hpp"
 #include "dedloc/train/progress.hpp"
+#include "run_dht.hpp"
 
 namespace dedloc::avg_tool {
 
@@ -41,22 +42,14 @@ class AuxCommand final : public Command {
   }
 
   int run(const cli::CommonFlags& common) override {
-    auto peers = net::PeerAddress::parse_all(initial_peers_, "--initial-peers");
-    if (!peers) return cli::report_failure(kTool, peers.status());
     auto identity = cli::load_identity(common);
     if (!identity) return cli::report_failure(kTool, identity.status());
     cli::install_shutdown_handlers();
 
     zmq::context_t context;
-    dht::NodeOptions dht_options;
-    dht_options.listen = "";  // the DHT only as a client: we ask and declare, we do not serve records
-    dht_options.client_mode = true;
-    dht_options.maintenance_interval = Duration::zero();
-    dht::Node dht(context, *identity, dht_options);
-    if (auto started = dht.start(); !started.is_ok()) return cli::report_failure(kTool, started);
-    if (auto joined = dht.bootstrap(*peers, Deadline::after(std::chrono::seconds(10))); !joined.is_ok()) {
-      return cli::report_failure(kTool, joined);
-    }
+    auto joined = join_run_dht(context, *identity, initial_peers_, std::chrono::seconds(10));
+    if (!joined) return cli::report_failure(kTool, joined.status());
+    dht::Node& dht = **joined;
 
     avg::AveragerOptions options;
     options.run_id = run_id_;
@@ -91,12 +84,13 @@ class AuxCommand final : public Command {
       auto trainers = train::read_progress(dht, run_id_, Deadline::after(std::chrono::seconds(2)));
       size_t expected = 0;
       std::string round = "grad";
+      std::uint64_t epoch = 0;
       if (trainers && !trainers->empty()) {
-        std::uint64_t epoch = 0;
         for (const auto& t : *trainers) epoch = std::max(epoch, t.epoch);
         expected = trainers->size() + 1;
         round = train::gradient_round(epoch);
       }
+      publish_metrics(dht, epoch, averaged);
       auto outcome = averager.step(**schema, {}, 0, expected, round);
       if (!outcome) {
         log.warn("aux") << "round failed: " << outcome.status().to_string();
@@ -117,6 +111,21 @@ class AuxCommand final : public Command {
   }
 
  private:
+  // Our metrics record, so that monitors list this peer with its role and the rounds it reduced.
+  void publish_metrics(dht::Node& dht, std::uint64_t epoch, size_t averaged) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_metrics_ < kRecordTtl / 3) return;
+    last_metrics_ = now;
+    train::PeerMetrics metrics;
+    metrics.role = "aux";
+    metrics.rounds = averaged;
+    metrics.epoch = epoch;
+    auto stored = train::publish_metrics(dht, run_id_, metrics, kRecordTtl, Deadline::after(std::chrono::seconds(2)));
+    if (!stored.is_ok()) Logger::global().debug("aux") << "metrics record: " << stored.to_string();
+  }
+
+  static constexpr Duration kRecordTtl = std::chrono::seconds(30);
+  std::chrono::steady_clock::time_point last_metrics_{};
   std::string run_id_;
   std::vector<std::string> initial_peers_;
   double bandwidth_mbit_ = 1000;

@@ -22,5 +22,9 @@ class Command {
 std::unique_ptr<Command> make_bench_command();
 // `dedloc-avg aux`: a CPU-only peer that reduces shares of a run's averaging rounds.
 std::unique_ptr<Command> make_aux_command();
+// `dedloc-avg monitor`: a run's dashboard, /metrics and history.
+std::unique_ptr<Command> make_monitor_command();
+// `dedloc-avg export`: one checkpoint of a run's newest state (for cron).
+std::unique_ptr<Command> make_export_command();
 
 }  // namespace dedloc::avg_tool

@@ -1,5 +1,5 @@
-// dedloc-avg: the averaging role without a model (DESIGN §6): the CPU-only auxiliary peer and a benchmark
-// of the network's averaging.
+// dedloc-avg: the roles without a model (DESIGN §6): the CPU-only auxiliary peer, the monitor, the
+// checkpoint export, and a benchmark of the network's averaging.
 #include <vector>
 
 #include "commands.hpp"
@@ -7,9 +7,10 @@
 int main(int argc, char** argv) {
   using namespace dedloc;
   cli::CommonFlags common;
-  CLI::App app{"dedloc-avg: averaging without a model. `aux` lends a CPU-only machine's bandwidth to a run's "
-               "averaging rounds; `bench` times butterfly all-reduce rounds among local peer processes (testing the "
-               "network and codecs, no training).",
+  CLI::App app{"dedloc-avg: the peers of a run that hold no model. `aux` lends a CPU-only machine's bandwidth to "
+               "a run's averaging rounds; `monitor` shows a run (dashboard, Prometheus /metrics, history); `export` "
+               "saves its newest state as a checkpoint (for cron); `bench` times butterfly all-reduce rounds among "
+               "local peer processes (testing the network and codecs, no training).",
                "dedloc-avg"};
   app.require_subcommand(1);
   app.fallthrough();
@@ -18,6 +19,8 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<avg_tool::Command>> commands;
   commands.push_back(avg_tool::make_aux_command());
   commands.push_back(avg_tool::make_bench_command());
+  commands.push_back(avg_tool::make_monitor_command());
+  commands.push_back(avg_tool::make_export_command());
   std::vector<CLI::App*> subcommands;
   for (auto& command : commands) subcommands.push_back(command->add_to(app));
 

@@ -37,6 +37,7 @@ Result<torch::Device> parse_device(const std::string& text) {
 // Registers the record families a trainer reads and writes, so hostile values never reach storage.
 void add_schemas(dht::RecordValidator& validator) {
   train::add_progress_schema(validator);
+  train::add_metrics_schema(validator);
   avg::add_donor_schema(validator);
 }
 

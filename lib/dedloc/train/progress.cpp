@@ -68,29 +68,93 @@ Status withdraw_progress(dht::Node& node, const std::string& run_id, Duration tt
   return node.store(progress_key(run_id), own_subkey(node), Bytes{}, expiration, deadline).status();
 }
 
-Status publish_metrics(dht::Node& node, const std::string& run_id, const PeerMetrics& metrics, Duration ttl,
-                       Deadline deadline) {
-  const double now = SystemClock::instance().unix_seconds();
+Bytes encode_metrics(const PeerMetrics& m) {
   wire::MapWriter value;
-  value.put("epoch", metrics.epoch).put("loss", metrics.loss).put("sps", metrics.samples_per_second)
-      .put("steps", metrics.micro_steps).put("t", now);
-  return node.store(metrics_key(run_id), own_subkey(node), value.to_bytes(),
-                    now + std::chrono::duration<double>(ttl).count(), deadline).status();
+  value.put("epoch", m.epoch);
+  if (m.loss && std::isfinite(*m.loss)) value.put("loss", *m.loss);
+  value.put("sps", m.samples_per_second)
+      .put("steps", m.micro_steps)
+      .put("t", m.time)
+      .put("role", m.role)
+      .put("B", m.target_batch_size)
+      .put("rounds", m.rounds);
+  return value.to_bytes();
 }
 
-Result<std::vector<PeerProgress>> read_progress(dht::Node& node, const std::string& run_id, Deadline deadline) {
-  auto found = node.get(progress_key(run_id), dht::GetMode::kLatest, deadline);
-  if (!found) return found.status();
-  std::vector<PeerProgress> peers;
-  if (!found->has_value()) return peers;
-  for (const auto& entry : (*found)->entries) {
-    if (!entry.subkey || entry.value.empty()) continue;  // not a peer's entry, or a withdrawn one
-    auto progress = decode_progress(entry.value);
-    if (!progress) continue;  // the validator should have refused it; never trust a replica
-    progress->peer.assign(entry.subkey->begin(), entry.subkey->end());
-    peers.push_back(std::move(*progress));
+Result<PeerMetrics> decode_metrics(ByteSpan value) {
+  auto object = wire::unpack_bounded(value, wire::Limits{}, "metrics record");
+  if (!object) return object.status();
+  auto reader = wire::MapReader::of((*object)->get(), "metrics record");
+  if (!reader) return reader.status();
+  PeerMetrics m;
+  double loss = 0;
+  bool has_loss = reader->find("loss") != nullptr;
+  reader->get("epoch", m.epoch).get_optional("loss", loss).get("sps", m.samples_per_second).get("steps", m.micro_steps)
+      .get("t", m.time).get_optional("role", m.role).get_optional("B", m.target_batch_size)
+      .get_optional("rounds", m.rounds);
+  DEDLOC_RETURN_IF_ERROR(reader->status());
+  if (has_loss) {
+    if (!std::isfinite(loss)) return error(Code::kMalformed, "metrics record: a non-finite loss");
+    m.loss = loss;
   }
-  return peers;
+  if (!std::isfinite(m.samples_per_second) || m.samples_per_second < 0 || !std::isfinite(m.time) || m.time < 0) {
+    return error(Code::kMalformed, "metrics record: a negative or non-finite rate or time");
+  }
+  if (m.role != "trainer" && m.role != "client" && m.role != "aux") {
+    return error(Code::kMalformed, "metrics record: unknown role (trainer, client or aux)");
+  }
+  return m;
+}
+
+void add_metrics_schema(dht::RecordValidator& validator) {
+  using dht::FieldKind;
+  validator.add_schema("_metrics", dht::map_schema("metrics record", {{"epoch", FieldKind::kCount},
+                                                                       {"loss", FieldKind::kNumber, false},
+                                                                       {"sps", FieldKind::kNumber, true, 0},
+                                                                       {"steps", FieldKind::kCount},
+                                                                       {"t", FieldKind::kNumber, true, 0},
+                                                                       {"role", FieldKind::kString, false},
+                                                                       {"B", FieldKind::kCount, false},
+                                                                       {"rounds", FieldKind::kCount, false}}));
+}
+
+Status publish_metrics(dht::Node& node, const std::string& run_id, PeerMetrics metrics, Duration ttl,
+                       Deadline deadline) {
+  metrics.time = SystemClock::instance().unix_seconds();
+  return node.store(metrics_key(run_id), own_subkey(node), encode_metrics(metrics),
+                    metrics.time + std::chrono::duration<double>(ttl).count(), deadline).status();
+}
+
+namespace {
+
+// Every live, well-formed entry under `key` decoded by `decode`, with its owner subkey in `.peer`.
+// Withdrawn entries (empty values) and malformed ones are skipped: the validator should have refused the
+// latter, but never trust a replica.
+template <class Record, class Decode>
+Result<std::vector<Record>> read_owned_records(dht::Node& node, const std::string& key, Decode decode,
+                                               Deadline deadline) {
+  auto found = node.get(key, dht::GetMode::kLatest, deadline);
+  if (!found) return found.status();
+  std::vector<Record> records;
+  if (!found->has_value()) return records;
+  for (const auto& entry : (*found)->entries) {
+    if (!entry.subkey || entry.value.empty()) continue;
+    auto record = decode(entry.value);
+    if (!record) continue;
+    record->peer.assign(entry.subkey->begin(), entry.subkey->end());
+    records.push_back(std::move(*record));
+  }
+  return records;
+}
+
+}  // namespace
+
+Result<std::vector<PeerProgress>> read_progress(dht::Node& node, const std::string& run_id, Deadline deadline) {
+  return read_owned_records<PeerProgress>(node, progress_key(run_id), decode_progress, deadline);
+}
+
+Result<std::vector<PeerMetrics>> read_metrics(dht::Node& node, const std::string& run_id, Deadline deadline) {
+  return read_owned_records<PeerMetrics>(node, metrics_key(run_id), decode_metrics, deadline);
 }
 
 }  // namespace dedloc::train

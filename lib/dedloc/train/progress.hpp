@@ -13,9 +13,14 @@
 //   "flops"  float  samples/s it computes at best, for the planner (optional)
 // A withdrawn record (a peer that left) is an empty value.
 //
-// Metrics records, for monitors, live beside them under "{run_id}_metrics" with the same owner subkey:
-//   "epoch" uint, "loss" float (mean micro-batch loss of the last epoch), "sps" float, "steps" uint
-//   (micro-steps toward the current epoch), "t" float (unix seconds).
+// Metrics records, for monitors (dedloc-avg monitor), live beside them under "{run_id}_metrics" with the same
+// owner subkey:
+//   "epoch" uint, "loss" float (optional: the mean micro-batch loss of the last epoch; absent before the
+//   first epoch ends and when it is not finite, so that a diverged peer still shows), "sps" float, "steps" uint
+//   (micro-steps toward the current epoch), "t" float (unix seconds),
+//   "role" string (optional: "trainer", "client" or "aux"; "trainer" when absent),
+//   "B" uint (optional: the run's global batch, for the monitor's ETA),
+//   "rounds" uint (optional: averaging rounds this peer took part in).
 #pragma once
 
 #include <cstdint>
@@ -66,13 +71,27 @@ Status publish_progress(dht::Node& node, const std::string& run_id, const PeerPr
 Status withdraw_progress(dht::Node& node, const std::string& run_id, Duration ttl, Deadline deadline);
 struct PeerMetrics {
   std::uint64_t epoch = 0;
-  double loss = 0;
+  std::optional<double> loss;           // none yet, or not finite
   double samples_per_second = 0;
   std::uint64_t micro_steps = 0;
+  std::string role = "trainer";         // "trainer", "client" or "aux"
+  std::uint64_t target_batch_size = 0;  // 0: not said
+  std::uint64_t rounds = 0;
+  double time = 0;                      // unix seconds; publish_metrics stamps it
+  std::string peer;                     // the owner subkey; filled when read from the DHT
+
+  bool operator==(const PeerMetrics&) const = default;
 };
-// Publishes our metrics record until now + ttl.
-Status publish_metrics(dht::Node& node, const std::string& run_id, const PeerMetrics& metrics, Duration ttl,
+Bytes encode_metrics(const PeerMetrics& metrics);
+// kMalformed for anything but a well-formed record.
+Result<PeerMetrics> decode_metrics(ByteSpan value);
+// Registers the metrics schema ("_metrics") with a node's validator (before node.start()).
+void add_metrics_schema(dht::RecordValidator& validator);
+// Publishes our metrics record (stamped now) until now + ttl.
+Status publish_metrics(dht::Node& node, const std::string& run_id, PeerMetrics metrics, Duration ttl,
                        Deadline deadline);
+// Every live, well-formed metrics record of the run.
+Result<std::vector<PeerMetrics>> read_metrics(dht::Node& node, const std::string& run_id, Deadline deadline);
 
 // Every live, well-formed record of the run (withdrawn and malformed ones are skipped).
 Result<std::vector<PeerProgress>> read_progress(dht::Node& node, const std::string& run_id, Deadline deadline);

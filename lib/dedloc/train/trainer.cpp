@@ -98,6 +98,8 @@ struct Trainer::Parts {
   std::ofstream samples_log;
   TimePoint last_donor_advert{}, next_catch_up{};
   std::uint64_t states_loaded_at_start = 0;  // a joining peer's first download, for run()'s report
+  std::uint64_t rounds_averaged = 0;         // gradient rounds averaged with a group, for the metrics record
+  bool has_loss = false;                     // an epoch has ended: last_loss means something
   double compute_seconds = 0;
   double started = 0;
 };
@@ -163,6 +165,9 @@ avg::TrainingState Trainer::snapshot() const {
   for (size_t i = 0; i < p.state_tensors.size(); ++i) copy_to_floats(p.state_tensors[i], state->tensor(i));
   state->metadata.epoch = epoch_;
   state->metadata.entries["lr"] = learning_rate(options_.schedule, epoch_);
+  // The run id, recipe and model travel with the state, so that whoever downloads it (a joiner, or
+  // `dedloc-avg export`) knows what it holds.
+  for (const auto& [key, value] : options_.checkpoint_extra) state->metadata.entries[key] = value;
   return std::move(*state);
 }
 
@@ -300,6 +305,7 @@ void Trainer::step(TrainerReport& report) {
       if (outcome->all_reduce.averaged_fraction < 1) text << " (" << 100 * outcome->all_reduce.averaged_fraction << "% averaged)";
       how = text.str();
       ++report.steps_averaged;
+      ++p.rounds_averaged;
       event.kind = TrainerEvent::Kind::kAveraged;
       event.group_size = outcome->group_size;
     }
@@ -328,6 +334,7 @@ void Trainer::step(TrainerReport& report) {
     event.kind = TrainerEvent::Kind::kSkipped;
   }
   p.last_loss = p.epoch_micro_steps ? p.loss_sum / static_cast<double>(p.epoch_micro_steps) : 0;
+  p.has_loss = p.epoch_micro_steps > 0;
   Logger::Line(options_.log, LogLevel::kInfo, kLog) << "epoch " << epoch_ << ": " << contributed << " samples here, "
                                                     << how << ", loss " << p.last_loss;
   event.epoch = epoch_;
@@ -414,8 +421,15 @@ void Trainer::publish_donor_and_metrics(bool force) {
     auto advertised = avg::advertise_donor(node_, options_.run_id, info, options_.record_ttl, deadline);
     if (!advertised) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "donor advertisement: " << advertised.status().to_string();
   }
-  auto stored = publish_metrics(node_, options_.run_id, {epoch_, p.last_loss, p.ema.samples_per_second(), p.micro_steps},
-                                options_.record_ttl, deadline);
+  PeerMetrics metrics;
+  metrics.epoch = epoch_;
+  if (p.has_loss) metrics.loss = p.last_loss;
+  metrics.samples_per_second = p.ema.samples_per_second();
+  metrics.micro_steps = p.micro_steps;
+  metrics.role = options_.averaging.role == avg::AvgRole::kClient ? "client" : "trainer";
+  metrics.target_batch_size = options_.training.target_batch_size;
+  metrics.rounds = p.rounds_averaged;
+  auto stored = publish_metrics(node_, options_.run_id, metrics, options_.record_ttl, deadline);
   if (!stored.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "metrics record: " << stored.to_string();
 }
 

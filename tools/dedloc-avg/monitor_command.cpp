@@ -1,0 +1,105 @@
+// `dedloc-avg monitor`: follows a run from its DHT records and shows it: a live dashboard, /metrics for
+// Prometheus, /api/state, and a history in CSV/JSONL (lib/dedloc/monitor/). Runs until SIGINT/SIGTERM.
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "commands.hpp"
+#include "dedloc/cli/ready_line.hpp"
+#include "dedloc/cli/signals.hpp"
+#include "dedloc/monitor/monitor.hpp"
+#include "run_dht.hpp"
+
+namespace dedloc::avg_tool {
+
+namespace {
+
+constexpr std::string_view kTool = "dedloc-avg";
+
+std::string describe(const monitor::SwarmView& v) {
+  std::ostringstream line;
+  line << "epoch " << v.epoch << ": " << v.alive() << " peer(s) (" << v.trainers << " trainer, " << v.clients
+       << " client, " << v.aux << " aux), " << std::fixed << std::setprecision(1) << v.samples_per_second
+       << " samples/s";
+  if (v.mean_loss) line << ", loss " << std::setprecision(4) << *v.mean_loss;
+  if (v.eta_seconds) line << ", next step in " << std::setprecision(1) << *v.eta_seconds << " s";
+  return line.str();
+}
+
+class MonitorCommand final : public Command {
+ public:
+  CLI::App* add_to(CLI::App& app) override {
+    auto* cmd = app.add_subcommand(
+        "monitor", "follow a run: dashboard, Prometheus /metrics, /api/state and a CSV/JSONL history, from the "
+                   "peers' DHT records; runs until SIGINT/SIGTERM");
+    cmd->add_option("--run", run_id_, "the run to follow (its trainers' --run-id)")->required();
+    cmd->add_option("--initial-peers", initial_peers_, "DHT nodes to join through: tcp://HOST:PORT/p/PEERID")->required();
+    cmd->add_option("--http", http_, "HOST:PORT to serve the dashboard on (port 0: any free port; 'off': none)")
+        ->capture_default_str();
+    cmd->add_option("--history", history_dir_,
+                    "folder for history.csv and history.jsonl, one row per global step or change of peers "
+                    "(kept across restarts)");
+    cmd->add_option("--interval", interval_seconds_, "seconds between reads of the run's records")
+        ->capture_default_str()
+        ->check(CLI::Range(0.1, 3600.0));
+    return cmd;
+  }
+
+  int run(const cli::CommonFlags& common) override {
+    auto identity = cli::load_identity(common);
+    if (!identity) return cli::report_failure(kTool, identity.status());
+    auto history = history_dir_.empty() ? Result<monitor::History>(monitor::History{})
+                                        : monitor::History::open(history_dir_);
+    if (!history) return cli::report_failure(kTool, history.status().with_context("--history"));
+    cli::install_shutdown_handlers();
+
+    zmq::context_t context;
+    auto joined = join_run_dht(context, *identity, initial_peers_, std::chrono::seconds(10));
+    if (!joined) return cli::report_failure(kTool, joined.status());
+
+    monitor::DashboardServer dashboard;
+    const bool serving = http_ != "off";
+    std::map<std::string, std::string> extra{{"run_id", run_id_}};
+    if (serving) {
+      if (auto started = dashboard.start(http_); !started.is_ok()) return cli::report_failure(kTool, started);
+      auto host = monitor::parse_http_address(http_)->first;
+      if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
+      extra["http"] = "http://" + host + ":" + std::to_string(dashboard.port()) + "/";
+    }
+    monitor::Monitor monitor(**joined, run_id_, std::move(*history), serving ? &dashboard : nullptr);
+    cli::ReadyLine{"monitor", identity->peer_id(), {}, extra}.print();
+    auto& log = Logger::global();
+    if (serving) log.info("monitor") << "dashboard at " << extra["http"] << " (also /metrics, /api/state)";
+
+    bool failing = false;  // say so once per outage, not once per poll
+    while (!cli::shutdown_requested()) {
+      auto polled = monitor.poll(Deadline::after(std::chrono::seconds(10)));
+      if (!polled && !failing) log.warn("monitor") << polled.status().to_string();
+      if (polled && failing) log.info("monitor") << "reading the run's records again";
+      failing = !polled;
+      if (polled && *polled) {
+        log.info("monitor") << describe(monitor.view());
+        if (common.json) {
+          std::cout << monitor::state_json(run_id_, monitor.view(), monitor.counters()) << std::endl;
+        }
+      }
+      cli::wait_for_shutdown(from_seconds(interval_seconds_));
+    }
+    dashboard.stop();
+    log.info("monitor") << "stopped";
+    return cli::kExitOk;
+  }
+
+ private:
+  std::string run_id_;
+  std::vector<std::string> initial_peers_;
+  std::string http_ = "127.0.0.1:8008";
+  std::string history_dir_;
+  double interval_seconds_ = 2;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_monitor_command() { return std::make_unique<MonitorCommand>(); }
+
+}  // namespace dedloc::avg_tool
