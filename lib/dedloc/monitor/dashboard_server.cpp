@@ -3,6 +3,8 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/socket.h>
+
 #include <httplib.h>
 
 #include "dedloc/core/clock.hpp"
@@ -50,8 +52,17 @@ DashboardServer::DashboardServer() : impl_(std::make_unique<Impl>()) {
   // Pages are read-only views of public records; they still get the usual defensive headers.
   s.set_default_headers({{"X-Content-Type-Options", "nosniff"}, {"Cache-Control", "no-store"}});
   s.set_payload_max_length(1 << 16);  // we take no uploads
-  s.set_read_timeout(5, 0);
-  s.set_write_timeout(5, 0);
+  // cpp-httplib sets SO_REUSEPORT by default, which lets a second monitor bind the same port and silently
+  // take half the requests; SO_REUSEADDR alone still allows a quick restart.
+  s.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  // A silent or trickling client holds a worker at most this long, and stop() waits for workers: these
+  // bound both.
+  s.set_read_timeout(3, 0);
+  s.set_write_timeout(3, 0);
+  s.set_keep_alive_timeout(2);
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(std::string(dedloc_asset_dashboard_html), "text/html; charset=utf-8");
   });

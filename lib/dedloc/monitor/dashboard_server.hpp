@@ -37,7 +37,8 @@ class DashboardServer {
   // The bound port (after start()).
   int port() const;
   void publish(DashboardDocuments documents);
-  // Stops serving and joins the thread; requests in flight finish first. Idempotent.
+  // Stops serving and joins the thread; requests in flight finish first, and a silent client is dropped
+  // after the read timeout (3 s): stopping takes a few seconds at most. Idempotent.
   void stop();
 
  private:

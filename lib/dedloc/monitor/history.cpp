@@ -73,7 +73,7 @@ std::string csv_line(const HistoryRow& row) {
 // Appends `text` to `path` (created with `header` first when new), starting on a fresh line if a killed
 // writer left a torn one.
 Status append_line(const std::string& path, const std::string& header, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);  // read: the last byte
   if (fd < 0) return error(Code::kIo, "cannot open " + path + ": " + std::strerror(errno));
   std::string out;
   struct stat st {};

@@ -1,0 +1,65 @@
+// The file side of checkpoint export: the lock that keeps two cron runs apart, and the checkpoints it
+// lists and rotates.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "dedloc/core/file_lock.hpp"
+#include "dedloc/monitor/checkpoint_export.hpp"
+#include "dedloc/monitor/dashboard_server.hpp"
+
+using namespace dedloc;
+
+namespace {
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char name[] = "/tmp/dedloc-export-XXXXXX";
+    path = ::mkdtemp(name);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+}  // namespace
+
+TEST_CASE("A held lock refuses a second holder until it is released", "[unit][monitor]") {
+  TempDir dir;
+  const std::string path = (dir.path / ".export.lock").string();
+  {
+    auto first = FileLock::try_acquire(path);
+    REQUIRE(first.is_ok());
+    auto second = FileLock::try_acquire(path);  // another open file description: as another process would
+    REQUIRE_FALSE(second.is_ok());
+    CHECK(second.status().code() == Code::kRefused);
+    CHECK(second.status().message().find(path) != std::string::npos);
+  }
+  CHECK(FileLock::try_acquire(path).is_ok());
+  CHECK(FileLock::try_acquire("/proc/no-such-dir/lock").status().code() == Code::kIo);
+}
+
+TEST_CASE("Exported checkpoints are listed newest epoch first; other files are ignored", "[unit][monitor]") {
+  TempDir dir;
+  for (auto name : {"checkpoint-e00000009.safetensors", "checkpoint-e00000010.safetensors",
+                    "checkpoint-e00000002.safetensors", "checkpoint-e00000010.json", "latest.safetensors",
+                    "checkpoint-e00000011.safetensors.tmp.12.34", "notes.txt"}) {
+    std::ofstream(dir.path / name) << "x";
+  }
+  auto found = monitor::list_exported_checkpoints(dir.path.string());
+  REQUIRE(found.size() == 3);
+  CHECK(found[0].first == 10);
+  CHECK(found[1].first == 9);
+  CHECK(found[2].first == 2);
+  CHECK(found[0].second == (dir.path / "checkpoint-e00000010.safetensors").string());
+}
+
+TEST_CASE("--http addresses parse as HOST:PORT", "[unit][monitor]") {
+  using monitor::parse_http_address;
+  CHECK(*parse_http_address("127.0.0.1:8008") == std::pair<std::string, int>{"127.0.0.1", 8008});
+  CHECK(*parse_http_address(":0") == std::pair<std::string, int>{"0.0.0.0", 0});
+  CHECK(*parse_http_address("[::1]:80") == std::pair<std::string, int>{"::1", 80});
+  CHECK(parse_http_address("8008").status().code() == Code::kInvalidArgument);
+  CHECK(parse_http_address("host:99999").status().code() == Code::kInvalidArgument);
+  CHECK(parse_http_address("host:8x").status().code() == Code::kInvalidArgument);
+}

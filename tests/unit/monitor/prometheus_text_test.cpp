@@ -1,0 +1,96 @@
+// The Prometheus text writer against the format's rules, read back by an independent strict parser.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "dedloc/monitor/exposition.hpp"
+#include "dedloc/monitor/prometheus_text.hpp"
+#include "support/prometheus_format.hpp"
+
+using namespace dedloc;
+using namespace dedloc::monitor;
+
+TEST_CASE("Samples follow their family's HELP and TYPE lines; label values are escaped", "[unit][monitor]") {
+  PrometheusText out;
+  out.family("dedloc_things", PrometheusText::Type::kGauge, "Things, with a \\ and a\nnewline.")
+      .sample(1.5, {{"peer", "a\"b\\c\nd"}})
+      .sample(2, {{"peer", "plain"}});
+  out.family("dedloc_events_total", PrometheusText::Type::kCounter, "Events.").sample(7);
+  CHECK(out.text() ==
+        "# HELP dedloc_things Things, with a \\\\ and a\\nnewline.\n"
+        "# TYPE dedloc_things gauge\n"
+        "dedloc_things{peer=\"a\\\"b\\\\c\\nd\"} 1.5\n"
+        "dedloc_things{peer=\"plain\"} 2\n"
+        "# HELP dedloc_events_total Events.\n"
+        "# TYPE dedloc_events_total counter\n"
+        "dedloc_events_total 7\n");
+  auto families = test::parse_prometheus_text(out.text());
+  REQUIRE(families.size() == 2);
+  CHECK(families[0].help == "Things, with a \\ and a\nnewline.");
+  CHECK(families[0].samples[0].labels.at("peer") == "a\"b\\c\nd");
+  CHECK(families[1].type == "counter");
+}
+
+TEST_CASE("Numbers are written as Go's parser reads them", "[unit][monitor]") {
+  CHECK(format_sample_value(std::nan("")) == "NaN");
+  CHECK(format_sample_value(std::numeric_limits<double>::infinity()) == "+Inf");
+  CHECK(format_sample_value(-std::numeric_limits<double>::infinity()) == "-Inf");
+  CHECK(format_sample_value(0.1) == "0.1");
+  CHECK(format_sample_value(1e21) == "1e+21");
+  CHECK(format_sample_value(-3) == "-3");
+  CHECK(std::stod(format_sample_value(1795455591.6806493)) == 1795455591.6806493);  // round trip
+}
+
+TEST_CASE("Names outside the grammar, counters without _total and families written twice are bugs",
+          "[unit][monitor]") {
+  PrometheusText out;
+  CHECK_THROWS_AS(out.family("2bad", PrometheusText::Type::kGauge, ""), std::logic_error);
+  CHECK_THROWS_AS(out.family("bad-name", PrometheusText::Type::kGauge, ""), std::logic_error);
+  CHECK_THROWS_AS(out.family("dedloc_events", PrometheusText::Type::kCounter, ""), std::logic_error);
+  CHECK_THROWS_AS(out.sample(1), std::logic_error);  // no family yet
+  out.family("dedloc_x", PrometheusText::Type::kGauge, "x");
+  CHECK_THROWS_AS(out.sample(1, {{"bad-label", "v"}}), std::logic_error);
+  CHECK_THROWS_AS(out.sample(1, {{"__reserved", "v"}}), std::logic_error);
+  CHECK_THROWS_AS(out.family("dedloc_x", PrometheusText::Type::kGauge, "again"), std::logic_error);
+}
+
+TEST_CASE("The strict parser refuses what Prometheus refuses", "[unit][monitor]") {
+  CHECK_THROWS(test::parse_prometheus_text("x 1"));                                   // no final newline
+  CHECK_THROWS(test::parse_prometheus_text("x{a=\"1} 1\n"));                          // unterminated value
+  CHECK_THROWS(test::parse_prometheus_text("x{a=\"\\t\"} 1\n"));                      // bad escape
+  CHECK_THROWS(test::parse_prometheus_text("x one\n"));                               // not a number
+  CHECK_THROWS(test::parse_prometheus_text("x 1\nx 2\n"));                            // same series twice
+  CHECK_THROWS(test::parse_prometheus_text("x 1\ny 1\nx{a=\"b\"} 1\n"));              // family split
+  CHECK_THROWS(test::parse_prometheus_text("x 1\n# TYPE x gauge\n"));                 // TYPE after samples
+  CHECK_THROWS(test::parse_prometheus_text("# TYPE x gauge\n# TYPE x gauge\nx 1\n"));  // TYPE twice
+  CHECK_THROWS(test::parse_prometheus_text("1x 1\n"));                                // bad name
+  CHECK(test::parse_prometheus_text("# a comment\nx{a=\"b\",c=\"d\"} -Inf 1700000000000\n").size() == 1);
+}
+
+TEST_CASE("A monitor's /metrics parses strictly, with hostile peer ids and a missing loss", "[unit][monitor]") {
+  SwarmView view;
+  view.time = 1700000000;
+  view.epoch = 12;
+  view.trainers = 2;
+  view.aux = 1;
+  view.samples_per_second = 321.5;
+  view.target_batch_size = 4096;
+  view.eta_seconds = 3.25;
+  view.peers = {{.peer_id = "aa", .role = "trainer", .epoch = 12, .loss = 2.5, .samples_per_second = 300},
+                {.peer_id = "b\"}\n{", .role = "trainer", .epoch = 11, .samples_per_second = 21.5},
+                {.peer_id = "cc", .role = "aux", .epoch = 12, .rounds = 9}};
+  MonitorCounters counters{.polls = 5, .poll_errors = 1, .last_poll_time = 1700000000.5};
+  auto families = test::parse_prometheus_text(metrics_text("run \"x\"", view, counters));
+  std::map<std::string, test::PrometheusFamily> by_name;
+  for (auto& f : families) by_name[f.name] = f;
+  CHECK(by_name.at("dedloc_epoch").samples.at(0).value == 12);
+  CHECK(by_name.at("dedloc_epoch").samples.at(0).labels.at("run") == "run \"x\"");
+  CHECK(by_name.at("dedloc_peers").samples.size() == 3);
+  CHECK(by_name.count("dedloc_loss") == 0);  // no mean loss: no sample rather than a made-up 0
+  CHECK(by_name.at("dedloc_eta_seconds").samples.at(0).value == 3.25);
+  REQUIRE(by_name.at("dedloc_peer_loss").samples.size() == 1);  // only the peer that has one
+  CHECK(by_name.at("dedloc_peer_epoch").samples.at(1).labels.at("peer") == "b\"}\n{");
+  CHECK(by_name.at("dedloc_monitor_polls_total").type == "counter");
+  CHECK(by_name.at("dedloc_monitor_poll_errors_total").samples.at(0).value == 1);
+}
