@@ -106,6 +106,10 @@ class AuxCommand final : public Command {
                                       " silent sender(s)");
       }
     }
+    if (auto withdrawn = train::withdraw_metrics(dht, run_id_, kRecordTtl, Deadline::after(std::chrono::seconds(2)));
+        !withdrawn.is_ok()) {
+      log.debug("aux") << "withdrawing the metrics record: " << withdrawn.to_string();
+    }
     log.info("aux") << "leaving after " << averaged << " round(s)";
     return cli::kExitOk;
   }

@@ -32,6 +32,10 @@ class ExportCommand final : public Command {
     cmd->add_option("--timeout", timeout_seconds_, "give up after this many seconds")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+    cmd->add_option("--request-timeout", request_timeout_seconds_,
+                    "seconds a donor may stay silent on one request before another is asked")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
     return cmd;
   }
 
@@ -40,6 +44,7 @@ class ExportCommand final : public Command {
     options.run_id = run_id_;
     options.out_dir = out_dir_;
     options.keep = keep_;
+    options.request_timeout = from_seconds(request_timeout_seconds_);
     if (!schema_hex_.empty()) {
       auto schema = from_hex(schema_hex_);
       if (!schema || schema->size() != 32) {
@@ -80,6 +85,7 @@ class ExportCommand final : public Command {
   size_t keep_ = 5;
   std::string schema_hex_;
   double timeout_seconds_ = 120;
+  double request_timeout_seconds_ = 10;
 };
 
 }  // namespace

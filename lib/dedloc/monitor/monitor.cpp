@@ -21,7 +21,9 @@ Result<bool> Monitor::poll(Deadline deadline) {
   const double now = SystemClock::instance().unix_seconds();
   ++counters_.polls;
   counters_.last_poll_time = now;
+  const auto last_epoch = view_.epoch;
   view_ = summarize_swarm(*progress, *metrics, now);
+  if (view_.alive() == 0) view_.epoch = last_epoch;  // a run with nobody in it is paused, not back at step 0
   auto recorded = history_.record(view_);
   publish();
   return recorded;

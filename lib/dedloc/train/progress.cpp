@@ -63,9 +63,22 @@ Status publish_progress(dht::Node& node, const std::string& run_id, const PeerPr
   return node.store(progress_key(run_id), own_subkey(node), encode_progress(progress), expiration, deadline).status();
 }
 
-Status withdraw_progress(dht::Node& node, const std::string& run_id, Duration ttl, Deadline deadline) {
+namespace {
+
+// An empty value under our subkey that outlives the record it replaces.
+Status withdraw(dht::Node& node, const std::string& key, Duration ttl, Deadline deadline) {
   double expiration = SystemClock::instance().unix_seconds() + std::chrono::duration<double>(ttl).count();
-  return node.store(progress_key(run_id), own_subkey(node), Bytes{}, expiration, deadline).status();
+  return node.store(key, own_subkey(node), Bytes{}, expiration, deadline).status();
+}
+
+}  // namespace
+
+Status withdraw_progress(dht::Node& node, const std::string& run_id, Duration ttl, Deadline deadline) {
+  return withdraw(node, progress_key(run_id), ttl, deadline);
+}
+
+Status withdraw_metrics(dht::Node& node, const std::string& run_id, Duration ttl, Deadline deadline) {
+  return withdraw(node, metrics_key(run_id), ttl, deadline);
 }
 
 Bytes encode_metrics(const PeerMetrics& m) {

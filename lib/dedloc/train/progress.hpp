@@ -87,6 +87,8 @@ Bytes encode_metrics(const PeerMetrics& metrics);
 Result<PeerMetrics> decode_metrics(ByteSpan value);
 // Registers the metrics schema ("_metrics") with a node's validator (before node.start()).
 void add_metrics_schema(dht::RecordValidator& validator);
+// Withdraws our metrics record (as withdraw_progress), so monitors stop listing us at once.
+Status withdraw_metrics(dht::Node& node, const std::string& run_id, Duration ttl, Deadline deadline);
 // Publishes our metrics record (stamped now) until now + ttl.
 Status publish_metrics(dht::Node& node, const std::string& run_id, PeerMetrics metrics, Duration ttl,
                        Deadline deadline);

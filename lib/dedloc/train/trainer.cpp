@@ -509,6 +509,8 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
   }
   auto withdrawn = p.tracker->withdraw(Deadline::after(std::chrono::seconds(3)));
   if (!withdrawn.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "withdrawing progress: " << withdrawn.to_string();
+  withdrawn = withdraw_metrics(node_, options_.run_id, options_.record_ttl, Deadline::after(std::chrono::seconds(2)));
+  if (!withdrawn.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "withdrawing metrics: " << withdrawn.to_string();
   return report;
 }
 
