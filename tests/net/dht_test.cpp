@@ -137,7 +137,7 @@ TEST_CASE("A get asks past dead nodes within the RPC deadline", "[net][dht]") {
   CHECK(took < kRpcTimeout * 3);
 }
 
-TEST_CASE("Dictionaries: subkeys from different nodes merge; --latest sees them all", "[net][dht]") {
+TEST_CASE("Dictionaries: subkeys from different nodes merge, --latest sees them all", "[net][dht]") {
   auto swarm = launch(12);
   for (size_t i = 0; i < 6; ++i) {
     REQUIRE(swarm->node(i)

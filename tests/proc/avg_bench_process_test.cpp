@@ -10,7 +10,7 @@
 using namespace dedloc;
 using namespace std::chrono_literals;
 
-TEST_CASE("dedloc-avg bench: 2, 5 and 8 peer processes average exactly; codecs within their bounds", "[proc][avg]") {
+TEST_CASE("dedloc-avg bench: 2, 5 and 8 peer processes average exactly, codecs within their bounds", "[proc][avg]") {
   struct Shape {
     int peers;
     std::string size, codec;

@@ -87,7 +87,7 @@ std::vector<std::string> leftovers(const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("Export under churn: every checkpoint loads; a kill mid-write leaves no partial file under a final name",
+TEST_CASE("Export under churn: every checkpoint loads, and a kill mid-write leaves no partial file under a final name",
           "[proc][monitor][export]") {
   auto [bootstrap, ready] = dedloc::test::start_ready({dedloc::test::binary_path("tools/dedloc-dht/dedloc-dht"),
                                                        "--log-level", "warning", "serve", "--listen", "tcp://127.0.0.1:0"});

@@ -17,6 +17,11 @@ std::string make_temp_dir(const std::string& prefix) {
   return templ;
 }
 
+ScopedTempDir::~ScopedTempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path, ignored);
+}
+
 long peak_rss_kib() {
   std::ifstream status("/proc/self/status");
   std::string key;

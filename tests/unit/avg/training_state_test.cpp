@@ -114,7 +114,7 @@ std::vector<std::string> ports(const std::vector<DonorInfo>& donors) {
 
 }  // namespace
 
-TEST_CASE("Donors are ranked by epoch, then load, then priority; equals in random order", "[unit][avg][state]") {
+TEST_CASE("Donors are ranked by epoch, then load, then priority, equals in random order", "[unit][avg][state]") {
   std::mt19937_64 rng(1);
   std::vector<DonorInfo> donors{donor("1", 5, 0, 4, 0), donor("2", 7, 3, 4, 0), donor("3", 7, 1, 4, 0),
                                 donor("4", 7, 1, 4, 1), donor("5", 6, 0, 4, 9), donor("6", 7, 2, 8, 0)};

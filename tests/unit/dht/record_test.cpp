@@ -112,7 +112,7 @@ TEST_CASE("Ambiguous or malformed owner markers are refused, never taken as unow
   CHECK(sign_entry(alice, "run1_" + a, e).code() == Code::kMalformed);
 }
 
-TEST_CASE("Unowned entries need no signature; owned ones pass with their owner's", "[unit][dht]") {
+TEST_CASE("Unowned entries need no signature, owned ones pass with their owner's", "[unit][dht]") {
   Identity alice = identity(1);
   std::string marker = owner_marker(alice.public_key());
 

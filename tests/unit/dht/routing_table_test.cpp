@@ -33,7 +33,7 @@ TEST_CASE("XOR distance orders ids and is symmetric", "[unit][dht]") {
   CHECK_FALSE(closer_to(a, b, a));
 }
 
-TEST_CASE("A full bucket that covers our id splits; a far one does not", "[unit][dht]") {
+TEST_CASE("A full bucket that covers our id splits, a far one does not", "[unit][dht]") {
   std::mt19937_64 rng(2);
   PeerId self = random_id(rng);
   RoutingTable table(self, 4);

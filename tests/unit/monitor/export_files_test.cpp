@@ -8,24 +8,12 @@
 #include "dedloc/core/file_lock.hpp"
 #include "dedloc/monitor/checkpoint_export.hpp"
 #include "dedloc/monitor/dashboard_server.hpp"
+#include "support/test_paths.hpp"
 
 using namespace dedloc;
 
-namespace {
-
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char name[] = "/tmp/dedloc-export-XXXXXX";
-    path = ::mkdtemp(name);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
-
-}  // namespace
-
 TEST_CASE("A held lock refuses a second holder until it is released", "[unit][monitor]") {
-  TempDir dir;
+  test::ScopedTempDir dir{"dedloc-export"};
   const std::string path = (dir.path / ".export.lock").string();
   {
     auto first = FileLock::try_acquire(path);
@@ -39,8 +27,8 @@ TEST_CASE("A held lock refuses a second holder until it is released", "[unit][mo
   CHECK(FileLock::try_acquire("/proc/no-such-dir/lock").status().code() == Code::kIo);
 }
 
-TEST_CASE("Exported checkpoints are listed newest epoch first; other files are ignored", "[unit][monitor]") {
-  TempDir dir;
+TEST_CASE("Exported checkpoints are listed newest epoch first, other files ignored", "[unit][monitor]") {
+  test::ScopedTempDir dir{"dedloc-export"};
   for (auto name : {"checkpoint-e00000009.safetensors", "checkpoint-e00000010.safetensors",
                     "checkpoint-e00000002.safetensors", "checkpoint-e00000010.json", "latest.safetensors",
                     "checkpoint-e00000011.safetensors.tmp.12.34", "notes.txt"}) {
@@ -54,7 +42,7 @@ TEST_CASE("Exported checkpoints are listed newest epoch first; other files are i
   CHECK(found[0].second == (dir.path / "checkpoint-e00000010.safetensors").string());
 }
 
-TEST_CASE("--http addresses parse as HOST:PORT", "[unit][monitor]") {
+TEST_CASE("The monitor's --http address parses as HOST:PORT", "[unit][monitor]") {
   using monitor::parse_http_address;
   CHECK(*parse_http_address("127.0.0.1:8008") == std::pair<std::string, int>{"127.0.0.1", 8008});
   CHECK(*parse_http_address(":0") == std::pair<std::string, int>{"0.0.0.0", 0});

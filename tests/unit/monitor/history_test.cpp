@@ -7,20 +7,12 @@
 
 #include "dedloc/core/files.hpp"
 #include "dedloc/monitor/history.hpp"
+#include "support/test_paths.hpp"
 
 using namespace dedloc;
 using namespace dedloc::monitor;
 
 namespace {
-
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char name[] = "/tmp/dedloc-history-XXXXXX";
-    path = ::mkdtemp(name);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 SwarmView view_at(double time, std::uint64_t epoch, size_t trainers, std::optional<double> loss) {
   SwarmView v;
@@ -38,7 +30,7 @@ size_t count_lines(const std::string& text) { return static_cast<size_t>(std::co
 }  // namespace
 
 TEST_CASE("History gains a row per global step or change of peers, in CSV and JSONL", "[unit][monitor]") {
-  TempDir dir;
+  test::ScopedTempDir dir{"dedloc-history"};
   auto history = History::open(dir.path.string());
   REQUIRE(history.is_ok());
   CHECK(*history->record(view_at(100, 1, 2, std::nullopt)) == true);
@@ -64,7 +56,7 @@ TEST_CASE("History gains a row per global step or change of peers, in CSV and JS
 }
 
 TEST_CASE("A restarted monitor reloads its history and skips a torn last line", "[unit][monitor]") {
-  TempDir dir;
+  test::ScopedTempDir dir{"dedloc-history"};
   {
     auto history = History::open(dir.path.string());
     REQUIRE(history.is_ok());
@@ -94,7 +86,7 @@ TEST_CASE("A restarted monitor reloads its history and skips a torn last line", 
   CHECK(reloaded->rows().size() == 3);
 }
 
-TEST_CASE("History keeps at most `keep` rows in memory; a folder it cannot create is named", "[unit][monitor]") {
+TEST_CASE("History keeps at most `keep` rows in memory, and a folder it cannot create is named", "[unit][monitor]") {
   History history(2);
   for (std::uint64_t epoch = 1; epoch <= 5; ++epoch) REQUIRE(history.record(view_at(static_cast<double>(epoch), epoch, 1, 1.0)).is_ok());
   REQUIRE(history.rows().size() == 2);

@@ -11,7 +11,7 @@
 using namespace dedloc;
 using namespace dedloc::monitor;
 
-TEST_CASE("Samples follow their family's HELP and TYPE lines; label values are escaped", "[unit][monitor]") {
+TEST_CASE("Samples follow their family's HELP and TYPE lines, label values escaped", "[unit][monitor]") {
   PrometheusText out;
   out.family("dedloc_things", PrometheusText::Type::kGauge, "Things, with a \\ and a\nnewline.")
       .sample(1.5, {{"peer", "a\"b\\c\nd"}})

@@ -107,7 +107,7 @@ TEST_CASE("A subkey that names no owner is shown as bounded hex, never as raw by
   CHECK(shown.find('<') == std::string::npos);
 }
 
-TEST_CASE("Metrics records round-trip; the schema refuses wrong types and the decoder unknown roles",
+TEST_CASE("Metrics records round-trip, the schema refuses wrong types and the decoder unknown roles",
           "[unit][monitor]") {
   train::PeerMetrics m;
   m.epoch = 4;

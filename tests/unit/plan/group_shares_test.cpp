@@ -52,7 +52,7 @@ TEST_CASE("equal members get equal shares and a uniform all-reduce", "[plan][gro
   CHECK(*hi - *lo <= 1);
 }
 
-TEST_CASE("client-mode members never reduce; auxiliary members do", "[plan][group]") {
+TEST_CASE("client-mode members never reduce, auxiliary members do", "[plan][group]") {
   std::vector<GroupMember> members{{"node", 100e6, MemberRole::kNode},
                                    {"client", 50e6, MemberRole::kClient},
                                    {"client2", 50e6, MemberRole::kClient},

@@ -6,6 +6,7 @@
 
 #include "dedloc/core/files.hpp"
 #include "dedloc/train/checkpoint.hpp"
+#include "support/test_paths.hpp"
 
 using namespace dedloc;
 using namespace dedloc::train;
@@ -20,15 +21,6 @@ avg::TrainingState sample_state() {
   return std::move(*state);
 }
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char name[] = "/tmp/dedloc-checkpoint-XXXXXX";
-    path = ::mkdtemp(name);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
-
 std::string slurp(const std::string& path) { return read_file(path).value(); }
 void spit(const std::string& path, const std::string& contents) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
@@ -37,7 +29,7 @@ void spit(const std::string& path, const std::string& contents) {
 }  // namespace
 
 TEST_CASE("A checkpoint round-trips the state, its epoch, its metadata and the caller's extras", "[unit][train]") {
-  TempDir dir;
+  test::ScopedTempDir dir{"dedloc-checkpoint"};
   std::string path = (dir.path / "ckpt.safetensors").string();
   auto state = sample_state();
   REQUIRE(save_checkpoint(path, state, {{"run_id", "run1"}, {"recipe", "recipes/mlp.yaml"}}).is_ok());
@@ -58,7 +50,7 @@ TEST_CASE("A checkpoint round-trips the state, its epoch, its metadata and the c
 }
 
 TEST_CASE("The file is safetensors: an 8-byte header length, a JSON header, F32 data in order", "[unit][train]") {
-  TempDir dir;
+  test::ScopedTempDir dir{"dedloc-checkpoint"};
   std::string path = (dir.path / "ckpt.safetensors").string();
   REQUIRE(save_checkpoint(path, sample_state()).is_ok());
   std::string file = slurp(path);
@@ -72,7 +64,7 @@ TEST_CASE("The file is safetensors: an 8-byte header length, a JSON header, F32 
 }
 
 TEST_CASE("A corrupt or truncated checkpoint is refused with a message naming the file", "[unit][train]") {
-  TempDir dir;
+  test::ScopedTempDir dir{"dedloc-checkpoint"};
   std::string path = (dir.path / "ckpt.safetensors").string();
   REQUIRE(save_checkpoint(path, sample_state()).is_ok());
   const std::string good = slurp(path);

@@ -34,7 +34,7 @@ TEST_CASE("Estimate: samples at the global epoch, extrapolated to now, give the 
   CHECK(s.next_refresh_seconds == Approx(2.5 * 3 / 6));
 }
 
-TEST_CASE("Estimate: clients follow, never lead; a stale record cannot promise a batch forever", "[unit][train]") {
+TEST_CASE("Estimate: clients follow, never lead, a stale record cannot promise a batch forever", "[unit][train]") {
   // A client claims epoch 9; the nodes are at 4: the global epoch is 4.
   auto s = estimate_collaboration({peer(9, 10, 5, 100, true), peer(4, 10, 5, 100)}, 100, 100);
   CHECK(s.epoch == 4);
