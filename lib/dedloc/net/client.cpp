@@ -6,7 +6,9 @@
 #include <unordered_map>
 
 #include "dedloc/net/mailbox.hpp"
+#include "dedloc/net/peer_address.hpp"
 #include "dedloc/wire/messages.hpp"
+#include "dedloc/wire/relay_frames.hpp"
 
 namespace dedloc::net {
 
@@ -34,6 +36,7 @@ class ClientLoop {
     zmq::socket_t socket;
     size_t in_flight = 0;
     TimePoint last_used;
+    Bytes relay_route;  // for a relay:// endpoint: the routing frame that goes before every request
   };
   struct Pending {
     Client::Callback done;
@@ -63,11 +66,19 @@ class ClientLoop {
 ClientLoop::Connection* ClientLoop::connection_for(const std::string& endpoint, Status& failure) {
   auto it = connections_.find(endpoint);
   if (it != connections_.end()) return &it->second;
+  auto relayed = parse_relay_endpoint(endpoint);
+  if (!relayed) {
+    failure = relayed.status();
+    return nullptr;
+  }
   try {
     zmq::socket_t socket(context_, zmq::socket_type::dealer);
     apply_socket_options(socket, options_.socket);
-    socket.connect(endpoint);
-    auto inserted = connections_.emplace(endpoint, Connection{std::move(socket), 0, {}}).first;
+    // A relayed peer is dialled at its relay; each request then names it in a routing frame.
+    Bytes route;
+    if (*relayed) route = wire::encode_relay_frame(wire::RelayTag::kForward, (*relayed)->target.span());
+    socket.connect(*relayed ? (*relayed)->relay_endpoint : endpoint);
+    auto inserted = connections_.emplace(endpoint, Connection{std::move(socket), 0, {}, std::move(route)}).first;
     connection_count_.store(connections_.size());
     return &inserted->second;
   } catch (const zmq::error_t& e) {
@@ -88,6 +99,7 @@ void ClientLoop::start_request(Request&& request) {
   env.request_id = rid;
   env.sender = options_.self;
   std::vector<zmq::message_t> parts;
+  if (!connection->relay_route.empty()) parts.emplace_back(connection->relay_route.data(), connection->relay_route.size());
   frame_message(env, std::move(request.message), parts);
   for (size_t i = 0; i < parts.size(); ++i) {
     auto flags = zmq::send_flags::dontwait;

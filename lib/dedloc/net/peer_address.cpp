@@ -12,6 +12,7 @@ namespace dedloc::net {
 namespace {
 
 constexpr std::string_view kTcpScheme = "tcp://";
+constexpr std::string_view kRelayScheme = "relay://";
 constexpr std::string_view kPeerSuffix = "/p/";
 
 }  // namespace
@@ -36,8 +37,38 @@ Result<HostPort> parse_tcp_endpoint(std::string_view endpoint) {
   return HostPort{std::string(host), static_cast<std::uint16_t>(port)};
 }
 
+Result<std::optional<RelayRoute>> parse_relay_endpoint(std::string_view endpoint) {
+  if (endpoint.substr(0, kRelayScheme.size()) != kRelayScheme) return std::optional<RelayRoute>{};
+  size_t suffix = endpoint.find(kPeerSuffix);
+  auto id = suffix == std::string_view::npos ? std::nullopt
+                                             : crypto::PeerId::parse(endpoint.substr(suffix + kPeerSuffix.size()));
+  if (!id) {
+    return error(Code::kInvalidArgument, "'" + std::string(endpoint) +
+                                             "': expected relay://HOST:PORT/p/PEERID (40 hex digits)");
+  }
+  std::string relay = std::string(kTcpScheme) + std::string(endpoint.substr(kRelayScheme.size(), suffix - kRelayScheme.size()));
+  auto host_port = parse_tcp_endpoint(relay);
+  if (!host_port || host_port->port == 0) {
+    return error(Code::kInvalidArgument, "'" + std::string(endpoint) + "': the relay needs HOST:PORT");
+  }
+  return std::optional<RelayRoute>(RelayRoute{relay, *id});
+}
+
+std::string relay_address(const std::string& relay_endpoint, const crypto::PeerId& peer) {
+  std::string_view hostport = relay_endpoint;
+  if (hostport.substr(0, kTcpScheme.size()) == kTcpScheme) hostport.remove_prefix(kTcpScheme.size());
+  return std::string(kRelayScheme) + std::string(hostport) + std::string(kPeerSuffix) + peer.to_string();
+}
+
 Result<PeerAddress> PeerAddress::parse(std::string_view text) {
   PeerAddress address;
+  auto relayed = parse_relay_endpoint(text);
+  if (!relayed) return relayed.status();
+  if (*relayed) {
+    address.endpoint = std::string(text);
+    address.peer_id = (*relayed)->target;
+    return address;
+  }
   std::string_view endpoint = text;
   size_t suffix = text.find(kPeerSuffix);
   if (suffix != std::string_view::npos) {
@@ -71,6 +102,7 @@ Result<std::vector<PeerAddress>> PeerAddress::parse_all(const std::vector<std::s
 }
 
 std::string PeerAddress::to_string() const {
+  if (endpoint.substr(0, kRelayScheme.size()) == kRelayScheme) return endpoint;  // names its peer already
   return peer_id ? endpoint + std::string(kPeerSuffix) + peer_id->to_string() : endpoint;
 }
 

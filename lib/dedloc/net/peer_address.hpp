@@ -1,4 +1,5 @@
-// A peer's full address as operators pass it around: "tcp://HOST:PORT/p/PEERID".
+// A peer's full address as operators pass it around: "tcp://HOST:PORT/p/PEERID", or, for a peer behind NAT,
+// "relay://HOST:PORT/p/PEERID": the peer PEERID reached through the relay at HOST:PORT (DESIGN §8).
 //
 // The endpoint part is what ZeroMQ dials; the optional "/p/<40 hex>" suffix names who must answer there,
 // so a bootstrap peer that was replaced by another process on the same port is noticed instead of trusted.
@@ -17,7 +18,7 @@
 namespace dedloc::net {
 
 struct PeerAddress {
-  std::string endpoint;                  // "tcp://host:port"
+  std::string endpoint;                  // "tcp://host:port"; for a relayed peer the whole relay:// address
   std::optional<crypto::PeerId> peer_id;
 
   static Result<PeerAddress> parse(std::string_view text);
@@ -30,6 +31,16 @@ struct HostPort {
   std::string host;
   std::uint16_t port = 0;
 };
+
+// A relayed peer's route: the relay's tcp:// endpoint and the peer behind it.
+struct RelayRoute {
+  std::string relay_endpoint;  // "tcp://host:port"
+  crypto::PeerId target;
+};
+// nullopt when `endpoint` is not a relay:// address; kInvalidArgument when it is one but malformed.
+Result<std::optional<RelayRoute>> parse_relay_endpoint(std::string_view endpoint);
+// "relay://HOST:PORT/p/PEERID" for `peer` behind the relay at `relay_endpoint` ("tcp://HOST:PORT").
+std::string relay_address(const std::string& relay_endpoint, const crypto::PeerId& peer);
 
 // Splits "tcp://host:port" (IPv4, a name, or "[v6]"); kInvalidArgument naming the problem otherwise.
 Result<HostPort> parse_tcp_endpoint(std::string_view endpoint);
