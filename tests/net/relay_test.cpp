@@ -4,12 +4,14 @@
 // dead relay within its bound.
 #include <catch2/catch.hpp>
 
+#include <mutex>
 #include <thread>
 
 #include "dedloc/crypto/identity.hpp"
 #include "dedloc/net/client.hpp"
 #include "dedloc/net/relay_link.hpp"
 #include "dedloc/net/server.hpp"
+#include "dedloc/relay/relay_keeper.hpp"
 #include "dedloc/relay/relay_server.hpp"
 #include "dedloc/wire/messages.hpp"
 #include "dedloc/wire/relay_frames.hpp"
@@ -201,4 +203,43 @@ TEST_CASE("Relay routing frames and attach proofs decode only when well formed",
   tampered[tampered.size() - 1] ^= 1;
   CHECK_FALSE(wire::verify_attach_proof(tampered, relay.peer_id(), now, 60'000).is_ok());
   CHECK_FALSE(wire::verify_attach_proof(Bytes{1, 2, 3}, relay.peer_id(), now, 60'000).is_ok());
+}
+
+TEST_CASE("A keeper re-attaches to a second relay when its relay dies", "[net][relay]") {
+  zmq::context_t context;
+  auto first_id = crypto::Identity::generate(), second_id = crypto::Identity::generate();
+  auto first = std::make_unique<relay::RelayServer>(context, first_id, relay::RelayOptions{.listen = "tcp://127.0.0.1:0"});
+  relay::RelayServer second(context, second_id, {.listen = "tcp://127.0.0.1:0"});
+  REQUIRE(first->start().is_ok());
+  REQUIRE(second.start().is_ok());
+  auto me = crypto::Identity::generate();
+  Server server(context, {.listen = "tcp://127.0.0.1:0", .self = me.peer_id()});
+  REQUIRE(server.start().is_ok());
+  std::mutex mutex;
+  std::vector<std::string> moves;
+  relay::RelayKeeperOptions options;
+  options.relays = {address_of(*first, first_id), address_of(second, second_id)};
+  options.local_endpoint = server.endpoint();
+  options.link.heartbeat = 200ms;
+  options.link.dead_after = 1s;
+  options.check_interval = 100ms;
+  options.on_moved = [&](const std::string& address) {
+    std::lock_guard lock(mutex);
+    moves.push_back(address);
+  };
+  relay::RelayKeeper keeper(context, me, nullptr, options);
+  REQUIRE(keeper.start(Deadline::after(5s)).is_ok());
+  CHECK(keeper.address() == relay_address(first->endpoint(), me.peer_id()));
+  Client client(context, {});
+  CHECK(ping(client, keeper.address()).is_ok());
+
+  first->stop();
+  auto killed = std::chrono::steady_clock::now();
+  auto moved_to = relay_address(second.endpoint(), me.peer_id());
+  while (keeper.address() != moved_to && std::chrono::steady_clock::now() - killed < 10s) std::this_thread::sleep_for(20ms);
+  CHECK(keeper.address() == moved_to);
+  CHECK(std::chrono::steady_clock::now() - killed < 3s);  // dead_after + a check + an attach
+  CHECK(ping(client, keeper.address()).is_ok());
+  std::lock_guard lock(mutex);
+  CHECK(moves.size() == 2);
 }

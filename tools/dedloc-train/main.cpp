@@ -17,6 +17,9 @@ int main(int argc, char** argv) {
   app.add_option("--run-id", options.run_id, "the run to join (default: the recipe's run_id)");
   app.add_flag("--client-mode", options.client_mode,
                "for peers others cannot dial (behind NAT): send gradients, reduce nothing, serve no state");
+  app.add_option("--relay", options.relays,
+                 "client mode: a relay to stay reachable through (tcp://HOST:PORT/p/RELAYID, the address "
+                 "`dedloc-relay serve` printed); without it, the relays listed in the DHT");
   app.add_option("--device", options.device, "cpu or cuda (cuda:N)")->capture_default_str();
   app.add_option("--batch-size", options.micro_batch_size, "samples per micro-batch on this peer (default: the recipe's)");
   app.add_option("--max-time", options.max_time, "stop after this many seconds (0: until SIGINT)")->capture_default_str();

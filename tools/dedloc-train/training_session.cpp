@@ -69,6 +69,9 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   }
   auto peers = net::PeerAddress::parse_all(o.initial_peers, "--initial-peers");
   if (!peers) return cli::report_failure(kTool, peers.status());
+  if (!o.relays.empty() && !o.client_mode) {
+    return cli::report_failure(kTool, error(Code::kInvalidArgument, "--relay is for --client-mode peers (others are dialled directly)"));
+  }
   if (o.client_mode && peers->empty()) {
     return cli::report_failure(kTool, error(Code::kInvalidArgument, "--client-mode needs --initial-peers: a client cannot start a swarm"));
   }
@@ -119,6 +122,7 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   options.schedule = recipe->schedule;
   auto& a = options.averaging;
   a.role = o.client_mode ? avg::AvgRole::kClient : avg::AvgRole::kNode;
+  options.relays = o.relays;
   a.listen = o.avg_listen;
   if (!o.client_mode) a.announce = announced(o.avg_listen, o.announce_host);
   a.bandwidth = (o.bandwidth_mbit > 0 ? o.bandwidth_mbit : recipe->averaging.bandwidth_mbit) * 1e6 / 8;

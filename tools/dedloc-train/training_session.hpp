@@ -14,6 +14,7 @@ struct SessionOptions {
   std::vector<std::string> initial_peers;
   std::string run_id;
   bool client_mode = false;
+  std::vector<std::string> relays;  // --relay (client mode)
   std::string device = "cpu";
   std::int64_t micro_batch_size = 0;  // 0: the recipe's
   double max_time = 0;

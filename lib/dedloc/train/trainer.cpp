@@ -89,7 +89,10 @@ struct Trainer::Parts {
   std::unique_ptr<avg::Averager> averager;
   std::unique_ptr<ProgressTracker> tracker;
   std::unique_ptr<avg::StateServer> state_server;
-  std::string donor_endpoint;
+  std::string donor_endpoint;                     // where downloaders reach us; a relay:// address in client mode
+  zmq::context_t* context = nullptr;
+  const crypto::Identity* identity = nullptr;
+  std::unique_ptr<relay::RelayKeeper> relay_keeper;  // client mode, when a relay took us
 
   ThroughputEma ema;
   std::uint64_t micro_steps = 0, samples = 0, epoch_micro_steps = 0;
@@ -108,6 +111,8 @@ Trainer::Trainer(zmq::context_t& context, dht::Node& node, const crypto::Identit
                  Optimizer& optimizer, TrainerOptions options)
     : node_(node), task_(task), optimizer_(optimizer), options_(std::move(options)), parts_(std::make_unique<Parts>()) {
   auto& p = *parts_;
+  p.context = &context;
+  p.identity = &identity;
   p.parameters = task_.named_parameters();
   p.buffers = task_.named_buffers();
   p.optimizer_state = optimizer_.state();
@@ -134,12 +139,11 @@ Trainer::Trainer(zmq::context_t& context, dht::Node& node, const crypto::Identit
   options_.averaging.run_id = options_.run_id;
   options_.averaging.log = options_.log;
   p.averager = std::make_unique<avg::Averager>(context, node, identity, options_.averaging);
-  if (options_.averaging.role != avg::AvgRole::kClient) {
-    avg::StateServerOptions serving;
-    serving.run_id = options_.run_id;
-    serving.log = options_.log;
-    p.state_server = std::make_unique<avg::StateServer>(p.averager->server(), serving);
-  }
+  // A client-mode peer serves too: through its relay, once one takes it (start()).
+  avg::StateServerOptions serving;
+  serving.run_id = options_.run_id;
+  serving.log = options_.log;
+  p.state_server = std::make_unique<avg::StateServer>(p.averager->server(), serving);
   TrackerOptions tracking;
   tracking.run_id = options_.run_id;
   tracking.target_batch_size = options_.training.target_batch_size;
@@ -198,6 +202,7 @@ Status Trainer::start() {
   auto& p = *parts_;
   DEDLOC_RETURN_IF_ERROR(p.averager->start().with_context("starting the averaging server"));
   p.donor_endpoint = p.averager->dialable_endpoint();
+  if (options_.averaging.role == avg::AvgRole::kClient) attach_to_relay();
   // The swarm's model must be ours: compare with the schema the first peers published.
   auto published = avg::read_schema(node_, options_.run_id, Deadline::after(std::chrono::seconds(10)));
   if (published && published->has_value()) {
@@ -410,8 +415,39 @@ Status Trainer::catch_up(TrainerReport& report) {
   return Status();
 }
 
+void Trainer::attach_to_relay() {
+  auto& p = *parts_;
+  relay::RelayKeeperOptions keeping = options_.relaying;
+  for (const auto& text : options_.relays) {
+    auto address = net::PeerAddress::parse(text);
+    if (address) keeping.relays.push_back(*address);
+    else Logger::Line(options_.log, LogLevel::kWarning, kLog) << "ignoring relay " << text << ": " << address.status().message();
+  }
+  // Forwarded requests reach our averaging server on this machine.
+  keeping.local_endpoint = net::dialable_endpoint(p.averager->server().endpoint(), "127.0.0.1");
+  keeping.log = options_.log;
+  auto keeper = std::make_unique<relay::RelayKeeper>(*p.context, *p.identity, &node_, keeping);
+  auto attached = keeper->start(Deadline::after(std::chrono::seconds(15)));
+  if (!attached.is_ok()) {
+    Logger::Line(options_.log, LogLevel::kWarning, kLog)
+        << "client mode without a relay (" << attached.message()
+        << "): this peer trains and sends its gradients, but nobody can reach it to download its state";
+    return;
+  }
+  p.relay_keeper = std::move(keeper);
+  p.donor_endpoint = p.relay_keeper->address();
+  Logger::Line(options_.log, LogLevel::kInfo, kLog) << "reachable through a relay at " << p.donor_endpoint;
+}
+
 void Trainer::publish_donor_and_metrics(bool force) {
   auto& p = *parts_;
+  if (p.relay_keeper) {  // our relay may have changed (the keeper moved us): advertise the new address at once
+    auto address = p.relay_keeper->address();
+    if (!address.empty() && address != p.donor_endpoint) {
+      p.donor_endpoint = address;
+      force = true;
+    }
+  }
   auto now = std::chrono::steady_clock::now();
   if (!force && now - p.last_donor_advert < options_.record_ttl / 3) return;
   p.last_donor_advert = now;

@@ -23,6 +23,7 @@
 
 #include "dedloc/avg/averager.hpp"
 #include "dedloc/avg/state_transfer.hpp"
+#include "dedloc/relay/relay_keeper.hpp"
 #include "dedloc/train/optimizer.hpp"
 #include "dedloc/train/progress_tracker.hpp"
 #include "dedloc/train/recipe.hpp"
@@ -49,6 +50,11 @@ struct TrainerOptions {
   TrainingOptions training;
   ScheduleOptions schedule;
   avg::AveragerOptions averaging;     // role kClient for a peer behind NAT
+  // Client mode: relays to stay reachable through (tcp://HOST:PORT/p/RELAYID), tried before those listed
+  // in the DHT. A client-mode peer attached to a relay serves its state there; one that finds no relay
+  // still trains and sends, but nobody can download from it.
+  std::vector<std::string> relays;
+  relay::RelayKeeperOptions relaying;  // heartbeat, dead_after, ... (relays and endpoints are filled in)
   double max_time_seconds = 0;        // stop after this much wall time; 0: no limit
   std::uint64_t max_epochs = 0;       // stop at this epoch; 0: no limit
   size_t min_peers = 1;               // wait (up to wait_for_peers) until this many peers, us included, are in
@@ -102,6 +108,8 @@ class Trainer {
   void average_parameters();
   Status catch_up(TrainerReport& report);
   void publish_donor_and_metrics(bool force);
+  // Client mode: attaches to a relay (RelayKeeper) so that others can download our state through it.
+  void attach_to_relay();
   void show_status(const CollaborationState& state, bool final = false);
   PeerProgress local_progress() const;
 

@@ -1,0 +1,56 @@
+#include "dedloc/relay/relay_directory.hpp"
+
+#include <algorithm>
+
+#include "dedloc/dht/record.hpp"
+#include "dedloc/dht/record_schema.hpp"
+#include "dedloc/wire/map_codec.hpp"
+#include "dedloc/wire/unpack.hpp"
+
+namespace dedloc::relay {
+
+Status advertise_relay(dht::Node& node, const RelayListing& relay, Duration ttl, Deadline deadline) {
+  wire::MapWriter value;
+  value.put("addr", relay.address.to_string()).put("peers", relay.peers).put("max", relay.max_peers);
+  std::string owner = dht::owner_marker(node.public_key());
+  double expiration = SystemClock::instance().unix_seconds() + std::chrono::duration<double>(ttl).count();
+  return node.store(std::string(kRelaysKey), Bytes(owner.begin(), owner.end()), value.to_bytes(), expiration, deadline)
+      .status();
+}
+
+Result<std::vector<RelayListing>> list_relays(dht::Node& node, Deadline deadline) {
+  auto found = node.get(std::string(kRelaysKey), dht::GetMode::kLatest, deadline);
+  if (!found) return found.status();
+  std::vector<RelayListing> relays;
+  if (!found->has_value()) return relays;
+  for (const auto& entry : (*found)->entries) {
+    if (!entry.subkey || entry.value.empty()) continue;
+    auto owner = dht::find_owner(*entry.subkey);
+    auto handle = wire::unpack_bounded(entry.value, wire::Limits{}, "relay listing");
+    if (!owner || !owner->has_value() || !handle) continue;
+    auto reader = wire::MapReader::of((*handle)->get(), "relay listing");
+    if (!reader) continue;
+    std::string text;
+    RelayListing listing;
+    reader->get("addr", text).get_optional("peers", listing.peers).get_optional("max", listing.max_peers);
+    auto address = net::PeerAddress::parse(text);
+    if (!reader->status().is_ok() || !address || !address->peer_id) continue;
+    // The address must be the owner's own: a relay cannot send clients to a third party.
+    if (*address->peer_id != crypto::PeerId::from_public_key(ByteSpan((*owner)->data(), (*owner)->size()))) continue;
+    listing.address = *address;
+    relays.push_back(std::move(listing));
+  }
+  std::stable_sort(relays.begin(), relays.end(), [](const RelayListing& a, const RelayListing& b) {
+    return a.peers < b.peers;
+  });
+  return relays;
+}
+
+void add_relay_schema(dht::RecordValidator& validator) {
+  using dht::FieldKind;
+  validator.add_schema("_relays", dht::map_schema("relay listing", {{"addr", FieldKind::kString},
+                                                                    {"peers", FieldKind::kCount, false},
+                                                                    {"max", FieldKind::kCount, false}}));
+}
+
+}  // namespace dedloc::relay

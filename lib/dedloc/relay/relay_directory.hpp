@@ -1,0 +1,31 @@
+// Where peers find relays without configuration (DESIGN §8): every relay lists itself in the DHT under
+// "dedloc_relays", one owner-signed subkey per relay ("[owner:<its public key>]", so nobody can list a
+// relay in another's name or remove one), the value a msgpack map {"addr": "tcp://HOST:PORT/p/RELAYID",
+// "peers": uint attached now, "max": uint its limit}. A relay refreshes its entry every ttl/3.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dedloc/core/clock.hpp"
+#include "dedloc/dht/node.hpp"
+#include "dedloc/net/peer_address.hpp"
+
+namespace dedloc::relay {
+
+inline constexpr std::string_view kRelaysKey = "dedloc_relays";
+
+struct RelayListing {
+  net::PeerAddress address;    // always with the relay's PeerID
+  std::uint64_t peers = 0;
+  std::uint64_t max_peers = 0;
+};
+
+Status advertise_relay(dht::Node& node, const RelayListing& relay, Duration ttl, Deadline deadline);
+// The live listings, least loaded first; entries that do not parse, or whose address does not name the
+// entry's owner, are skipped.
+Result<std::vector<RelayListing>> list_relays(dht::Node& node, Deadline deadline);
+// Registers the listing's schema ("_relays") with a node's validator (before node.start()).
+void add_relay_schema(dht::RecordValidator& validator);
+
+}  // namespace dedloc::relay

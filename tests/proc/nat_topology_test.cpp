@@ -1,0 +1,234 @@
+// Issue 6's test network (scripts/nat-topology): a public namespace and two homes behind NAT routers, proven
+// real with dedloc-dht processes. Dialling out of a home works (and the public node sees the router's
+// address, not the home's); dialling into a home fails from the internet and from the other home, and even
+// with a route into the home's LAN the router's firewall drops the connection (opened, the same dial works).
+// Needs root and network namespaces: where this machine cannot build the topology, the test prints
+// "SKIPPED: <reason>" and exits with 77, which ctest reports as skipped (SKIP_CODE 77 in tests/CMakeLists.txt).
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "support/process.hpp"
+#include "support/test_paths.hpp"
+
+using namespace dedloc;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string script() { return test::source_path("scripts/nat-topology"); }
+std::string dht_binary() { return test::binary_path("tools/dedloc-dht/dedloc-dht"); }
+
+// ChildProcess::spawn takes a path, not a name to look up in PATH.
+std::string ip_binary() {
+  for (const char* candidate : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
+    if (::access(candidate, X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+// Exits the test process with 77 (ctest: skipped) and a loud line when the topology cannot be built here.
+void skip_unless_namespaces() {
+  std::string reason;
+  if (::geteuid() != 0) {
+    reason = "not root: network namespaces (scripts/nat-topology) need root";
+  } else if (ip_binary().empty()) {
+    reason = "no 'ip' binary (iproute2) in /usr/sbin, /sbin, /usr/bin or /bin";
+  } else {
+    auto check = test::run_command("'" + script() + "' check");
+    if (check.exit_code != 0) reason = trimmed(check.output);
+    if (reason.empty() && check.exit_code != 0) reason = "scripts/nat-topology check failed without a reason";
+  }
+  if (reason.empty()) return;
+  std::fprintf(stderr, "SKIPPED: %s\n", reason.c_str());
+  std::fflush(stderr);
+  std::exit(77);
+}
+
+// The topology for one test run: `up` in the constructor, `down` in the destructor (also when a REQUIRE
+// throws). Declared before the processes that run inside it, so that they die first.
+class Topology {
+ public:
+  explicit Topology(std::string prefix) : prefix_(std::move(prefix)) {
+    auto up = test::run_command("'" + script() + "' up " + prefix_ + " --env");
+    INFO(up.output);
+    REQUIRE(up.exit_code == 0);
+    up_ = true;
+    std::istringstream lines(up.output);
+    for (std::string line; std::getline(lines, line);) {
+      auto eq = line.find('=');
+      if (eq != std::string::npos) env_[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+  }
+  ~Topology() {
+    if (!up_) return;
+    auto down = test::run_command("'" + script() + "' down " + prefix_);
+    if (down.exit_code != 0) std::fprintf(stderr, "nat-topology down %s failed: %s", prefix_.c_str(), down.output.c_str());
+  }
+  Topology(const Topology&) = delete;
+  Topology& operator=(const Topology&) = delete;
+
+  const std::string& operator[](const std::string& key) const {
+    auto found = env_.find(key);
+    if (found == env_.end()) throw std::runtime_error("nat-topology up --env printed no " + key);
+    return found->second;
+  }
+
+ private:
+  std::string prefix_;
+  bool up_ = false;
+  std::map<std::string, std::string> env_;
+};
+
+// `dedloc-dht serve` inside namespace `ns`; returns the process and its address tcp://HOST:PORT/p/PEERID.
+std::pair<test::ChildProcess, std::string> serve_in(const std::string& ns, std::vector<std::string> args) {
+  std::vector<std::string> argv{ip_binary(), "netns", "exec", ns, dht_binary(), "--log-level", "warning", "serve"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto [child, json] = test::start_ready(argv, 15s);
+  REQUIRE(json["role"] == "dht");
+  return {std::move(child), json["endpoints"][0].get<std::string>()};
+}
+
+// A dedloc-dht command started in `ns` (stdout and stderr together), finished by finish(): several run at
+// once, so that the dials that must time out cost their timeout once.
+struct Probe {
+  std::string what;
+  test::ChildProcess child;
+};
+
+Probe start_in(const std::string& ns, const std::string& what, const std::string& dht_args) {
+  // exec all the way down (sh, then ip netns exec): the pid is dedloc-dht's, which the destructor kills.
+  std::string command = "exec '" + ip_binary() + "' netns exec " + ns + " '" + dht_binary() + "' " + dht_args + " 2>&1";
+  return Probe{what, test::ChildProcess::spawn({"/bin/sh", "-c", command})};
+}
+
+Probe dial_from(const std::string& ns, const std::string& what, const std::string& address) {
+  return start_in(ns, what, "--log-level error peers --timeout 2 --initial-peers " + address);
+}
+
+struct ProbeResult {
+  std::optional<int> exit_code;  // nullopt: still running after the deadline (then killed)
+  std::string output;
+};
+
+ProbeResult finish(Probe& probe) {
+  ProbeResult result;
+  auto deadline = Deadline::after(10s);
+  while (!deadline.passed()) {
+    auto line = probe.child.read_line(deadline.remaining());
+    if (!line) break;
+    result.output += *line + "\n";
+  }
+  result.exit_code = probe.child.wait(2s);
+  if (!result.exit_code) probe.child.kill(SIGKILL);
+  return result;
+}
+
+// "tcp://10.231.1.2:4567/p/ID" with the host replaced: the same node's port as seen at another address.
+std::string with_host(const std::string& address, const std::string& host) {
+  auto start = address.find("://") + 3;
+  auto colon = address.find(':', start);
+  return address.substr(0, start) + host + address.substr(colon);
+}
+
+std::string port_of(const std::string& address) {
+  auto start = address.find("://") + 3;
+  auto colon = address.find(':', start);
+  auto slash = address.find('/', colon);
+  return address.substr(colon + 1, slash - colon - 1);
+}
+
+std::string in_ns(const std::string& ns, const std::string& command) {
+  return "'" + ip_binary() + "' netns exec " + ns + " " + command;
+}
+
+}  // namespace
+
+TEST_CASE("NAT topology: homes dial out through their routers, nobody dials in", "[proc][nat]") {
+  skip_unless_namespaces();
+  Topology net("dnat" + std::to_string(::getpid()));
+  const auto& pub = net["PUB_NS"];
+  const auto& home1 = net["HOME1_NS"];
+  const auto& home2 = net["HOME2_NS"];
+
+  // The public bootstrap node, and a node in home 1 that joins it: dialling out works through NAT.
+  // --client-mode: a full node refuses to start there, as the probes below check.
+  auto [pub_node, pub_address] = serve_in(pub, {"--listen", "tcp://" + net["PUB_ADDR"] + ":0"});
+  auto [home1_node, home1_address] = serve_in(
+      home1, {"--client-mode", "--listen", "tcp://" + net["HOME1_ADDR"] + ":0", "--initial-peers", pub_address});
+  REQUIRE(home1_address.find("tcp://" + net["HOME1_ADDR"] + ":") == 0);
+
+  // The public node's side of home 1's connection comes from router 1's public address, never home 1's.
+  auto sockets = test::run_command(in_ns(pub, "ss -Htn state established '( sport = :" + port_of(pub_address) + " )'"));
+  INFO("pub's established connections:\n" << sockets.output);
+  REQUIRE(sockets.exit_code == 0);
+  CHECK(sockets.output.find(" " + net["R1_PUBLIC_ADDR"] + ":") != std::string::npos);
+  CHECK(sockets.output.find(net["HOME1_ADDR"]) == std::string::npos);
+
+  std::vector<Probe> reachable;
+  reachable.push_back(dial_from(home1, "home1 -> pub", pub_address));
+  reachable.push_back(dial_from(home2, "home2 -> pub", pub_address));
+  for (auto& probe : reachable) {
+    auto result = finish(probe);
+    INFO(probe.what << ":\n" << result.output);
+    CHECK(result.exit_code == 0);
+  }
+
+  // Dialling in fails: home 1's node at its LAN address (no route to it outside), and at router 1's public
+  // address with the same port (no port forwarding: the router drops it), from the internet and from the
+  // other home. A full (not client-mode) node in home 2 finds that the bootstrap node cannot dial it back.
+  const auto home1_at_router = with_host(home1_address, net["R1_PUBLIC_ADDR"]);
+  std::vector<Probe> unreachable;
+  unreachable.push_back(dial_from(pub, "pub -> home1's LAN address", home1_address));
+  unreachable.push_back(dial_from(pub, "pub -> router1's public address", home1_at_router));
+  unreachable.push_back(dial_from(home2, "home2 -> home1's LAN address", home1_address));
+  unreachable.push_back(dial_from(home2, "home2 -> router1's public address", home1_at_router));
+  unreachable.push_back(start_in(home2, "a full node in home2 joining pub",
+                                 "--log-level warning serve --listen tcp://" + net["HOME2_ADDR"] +
+                                     ":0 --initial-peers " + pub_address));
+  for (auto& probe : unreachable) {
+    auto result = finish(probe);
+    INFO(probe.what << ":\n" << result.output);
+    CHECK(result.exit_code.has_value());
+    CHECK(result.exit_code != 0);
+    CHECK(result.output.find("\"ready\":true") == std::string::npos);
+  }
+
+  // The router's firewall, not only the missing route: with a route into home 1's LAN via router 1, the
+  // dial still fails (router 1 drops connections opened from the internet side)...
+  auto route = test::run_command("'" + ip_binary() + "' -n " + pub + " route add " + net["HOME1_NET"] + " via " +
+                                 net["R1_PUBLIC_ADDR"]);
+  INFO(route.output);
+  REQUIRE(route.exit_code == 0);
+  {
+    auto probe = dial_from(pub, "pub -> home1 with a route, firewall on", home1_address);
+    auto result = finish(probe);
+    INFO(probe.what << ":\n" << result.output);
+    CHECK(result.exit_code.has_value());
+    CHECK(result.exit_code != 0);
+  }
+  // ...and with the firewall opened for it, the same dial works: the failure above was the firewall's.
+  auto open = test::run_command(in_ns(net["R1_NS"], "nft insert rule ip nat_topology forward iifname wan0 oifname lan0 accept"));
+  INFO(open.output);
+  REQUIRE(open.exit_code == 0);
+  {
+    auto probe = dial_from(pub, "pub -> home1 with a route, firewall opened", home1_address);
+    auto result = finish(probe);
+    INFO(probe.what << ":\n" << result.output);
+    CHECK(result.exit_code == 0);
+  }
+}

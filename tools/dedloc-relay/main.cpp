@@ -1,0 +1,122 @@
+// dedloc-relay: a public peer through which peers behind NAT take part (DESIGN §8, lib/dedloc/relay).
+//
+//   dedloc-relay serve [--listen tcp://0.0.0.0:PORT] [--announce tcp://HOST:PORT] [--initial-peers ADDR...]
+//                      [--max-peers N] [--max-circuits N] [--max-rate MIB_PER_S] [--max-total GIB] [--idle S]
+//
+// Prints a ready line with its address (tcp://HOST:PORT/p/RELAYID) and, with --initial-peers, lists itself
+// in the DHT so that client-mode peers find it without configuration. Runs until SIGINT/SIGTERM.
+#include <iostream>
+
+#include "dedloc/cli/app.hpp"
+#include "dedloc/cli/ready_line.hpp"
+#include "dedloc/cli/signals.hpp"
+#include "dedloc/dht/node.hpp"
+#include "dedloc/relay/relay_directory.hpp"
+#include "dedloc/relay/relay_server.hpp"
+
+namespace {
+
+using namespace dedloc;
+constexpr std::string_view kTool = "dedloc-relay";
+constexpr Duration kListingTtl = std::chrono::seconds(60);
+
+struct Options {
+  std::string listen = "tcp://0.0.0.0:0";
+  std::string announce;
+  std::vector<std::string> initial_peers;
+  size_t max_peers = 1024;
+  size_t max_circuits = 64;
+  double max_rate_mib = 32;
+  double max_total_gib = 1024;
+  double idle_seconds = 30;
+};
+
+int serve(const Options& o, const cli::CommonFlags& common) {
+  auto identity = cli::load_identity(common);
+  if (!identity) return cli::report_failure(kTool, identity.status());
+  auto peers = net::PeerAddress::parse_all(o.initial_peers, "--initial-peers");
+  if (!peers) return cli::report_failure(kTool, peers.status());
+  cli::install_shutdown_handlers();
+
+  zmq::context_t context;
+  relay::RelayOptions options;
+  options.listen = o.listen;
+  options.limits.max_peers = o.max_peers;
+  options.limits.max_circuits = o.max_circuits;
+  options.limits.bytes_per_second = o.max_rate_mib * (1 << 20);
+  options.limits.max_total_bytes = static_cast<std::uint64_t>(o.max_total_gib * (1ull << 30));
+  options.limits.idle = from_seconds(o.idle_seconds);
+  relay::RelayServer server(context, *identity, options);
+  if (auto started = server.start(); !started.is_ok()) return cli::report_failure(kTool, started);
+  std::string toward;  // our address as the first initial peer would see it
+  if (!peers->empty()) {
+    if (auto host = net::parse_tcp_endpoint(peers->front().endpoint)) toward = host->host;
+  }
+  net::PeerAddress self{o.announce.empty() ? net::dialable_endpoint(server.endpoint(), toward) : o.announce,
+                        identity->peer_id()};
+
+  // Listed in the DHT through a client-mode node (it serves no records), refreshed every ttl/3.
+  std::unique_ptr<dht::Node> node;
+  if (!peers->empty()) {
+    dht::NodeOptions dht_options;
+    dht_options.listen = "";
+    dht_options.client_mode = true;
+    dht_options.maintenance_interval = Duration::zero();
+    node = std::make_unique<dht::Node>(context, *identity, dht_options);
+    relay::add_relay_schema(node->validator());
+    if (auto started = node->start(); !started.is_ok()) return cli::report_failure(kTool, started);
+    if (auto joined = node->bootstrap(*peers, Deadline::after(std::chrono::seconds(10))); !joined.is_ok()) {
+      return cli::report_failure(kTool, joined);
+    }
+  }
+  cli::ReadyLine{"relay", identity->peer_id(), {self.to_string()}, {}}.print();
+  auto& log = Logger::global();
+  log.info("relay") << "serving on " << server.endpoint() << " as " << self.to_string()
+                    << (node ? ", listed in the DHT" : " (not listed: no --initial-peers)");
+  auto next_listing = std::chrono::steady_clock::now();
+  while (!cli::shutdown_requested()) {
+    if (node && std::chrono::steady_clock::now() >= next_listing) {
+      auto stats = server.stats();
+      auto listed = relay::advertise_relay(*node, {self, stats.attached, o.max_peers}, kListingTtl,
+                                           Deadline::after(std::chrono::seconds(5)));
+      if (!listed.is_ok()) log.warn("relay") << "listing in the DHT: " << listed.to_string();
+      next_listing = std::chrono::steady_clock::now() + kListingTtl / 3;
+    }
+    cli::wait_for_shutdown(std::chrono::seconds(1));
+  }
+  auto stats = server.stats();
+  log.info("relay") << "stopping: " << stats.attaches << " attach(es), " << stats.forwarded << " request(s) and "
+                    << stats.bytes << " bytes relayed, " << stats.refused << " refused";
+  server.stop();
+  return cli::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cli::CommonFlags common;
+  Options o;
+  CLI::App app{"dedloc-relay: a public peer through which peers behind NAT (client mode) stay reachable. They "
+               "keep a connection to it; others reach them as relay://HOST:PORT/p/PEERID.",
+               "dedloc-relay"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  cli::add_common_flags(app, common);
+  auto* serve_cmd = app.add_subcommand("serve", "relay for client-mode peers until SIGINT/SIGTERM");
+  serve_cmd->add_option("--listen", o.listen, "endpoint to bind (port 0: any free port)")->capture_default_str();
+  serve_cmd->add_option("--announce", o.announce, "the address peers dial, when it differs from the bound one");
+  serve_cmd->add_option("--initial-peers", o.initial_peers, "DHT nodes to list this relay through (client peers find it there)");
+  serve_cmd->add_option("--max-peers", o.max_peers, "client peers attached at once")->capture_default_str();
+  serve_cmd->add_option("--max-circuits", o.max_circuits, "requesters at once, per client peer")->capture_default_str();
+  serve_cmd->add_option("--max-rate", o.max_rate_mib, "MiB/s through each client peer's circuit")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--max-total", o.max_total_gib, "GiB through each client peer's circuit while attached")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  serve_cmd->add_option("--idle", o.idle_seconds, "seconds of silence after which a circuit is closed")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  if (auto exit = cli::parse(app, argc, argv)) return *exit;
+  if (auto status = cli::setup_logging(common, Logger::global()); !status.is_ok()) {
+    return cli::report_failure(kTool, status);
+  }
+  return serve(o, common);
+}
