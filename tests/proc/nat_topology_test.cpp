@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/nat_topology.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
 
@@ -25,78 +26,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string script() { return test::source_path("scripts/nat-topology"); }
 std::string dht_binary() { return test::binary_path("tools/dedloc-dht/dedloc-dht"); }
-
-// ChildProcess::spawn takes a path, not a name to look up in PATH.
-std::string ip_binary() {
-  for (const char* candidate : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
-    if (::access(candidate, X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
-std::string trimmed(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
-}
-
-// Exits the test process with 77 (ctest: skipped) and a loud line when the topology cannot be built here.
-void skip_unless_namespaces() {
-  std::string reason;
-  if (::geteuid() != 0) {
-    reason = "not root: network namespaces (scripts/nat-topology) need root";
-  } else if (ip_binary().empty()) {
-    reason = "no 'ip' binary (iproute2) in /usr/sbin, /sbin, /usr/bin or /bin";
-  } else {
-    auto check = test::run_command("'" + script() + "' check");
-    if (check.exit_code != 0) reason = trimmed(check.output);
-    if (reason.empty() && check.exit_code != 0) reason = "scripts/nat-topology check failed without a reason";
-  }
-  if (reason.empty()) return;
-  std::fprintf(stderr, "SKIPPED: %s\n", reason.c_str());
-  std::fflush(stderr);
-  std::exit(77);
-}
-
-// The topology for one test run: `up` in the constructor, `down` in the destructor (also when a REQUIRE
-// throws). Declared before the processes that run inside it, so that they die first.
-class Topology {
- public:
-  explicit Topology(std::string prefix) : prefix_(std::move(prefix)) {
-    auto up = test::run_command("'" + script() + "' up " + prefix_ + " --env");
-    INFO(up.output);
-    REQUIRE(up.exit_code == 0);
-    up_ = true;
-    std::istringstream lines(up.output);
-    for (std::string line; std::getline(lines, line);) {
-      auto eq = line.find('=');
-      if (eq != std::string::npos) env_[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-  }
-  ~Topology() {
-    if (!up_) return;
-    auto down = test::run_command("'" + script() + "' down " + prefix_);
-    if (down.exit_code != 0) std::fprintf(stderr, "nat-topology down %s failed: %s", prefix_.c_str(), down.output.c_str());
-  }
-  Topology(const Topology&) = delete;
-  Topology& operator=(const Topology&) = delete;
-
-  const std::string& operator[](const std::string& key) const {
-    auto found = env_.find(key);
-    if (found == env_.end()) throw std::runtime_error("nat-topology up --env printed no " + key);
-    return found->second;
-  }
-
- private:
-  std::string prefix_;
-  bool up_ = false;
-  std::map<std::string, std::string> env_;
-};
 
 // `dedloc-dht serve` inside namespace `ns`; returns the process and its address tcp://HOST:PORT/p/PEERID.
 std::pair<test::ChildProcess, std::string> serve_in(const std::string& ns, std::vector<std::string> args) {
-  std::vector<std::string> argv{ip_binary(), "netns", "exec", ns, dht_binary(), "--log-level", "warning", "serve"};
+  std::vector<std::string> argv{test::ip_binary(), "netns", "exec", ns, dht_binary(), "--log-level", "warning", "serve"};
   argv.insert(argv.end(), args.begin(), args.end());
   auto [child, json] = test::start_ready(argv, 15s);
   REQUIRE(json["role"] == "dht");
@@ -112,7 +46,7 @@ struct Probe {
 
 Probe start_in(const std::string& ns, const std::string& what, const std::string& dht_args) {
   // exec all the way down (sh, then ip netns exec): the pid is dedloc-dht's, which the destructor kills.
-  std::string command = "exec '" + ip_binary() + "' netns exec " + ns + " '" + dht_binary() + "' " + dht_args + " 2>&1";
+  std::string command = "exec '" + test::ip_binary() + "' netns exec " + ns + " '" + dht_binary() + "' " + dht_args + " 2>&1";
   return Probe{what, test::ChildProcess::spawn({"/bin/sh", "-c", command})};
 }
 
@@ -153,14 +87,14 @@ std::string port_of(const std::string& address) {
 }
 
 std::string in_ns(const std::string& ns, const std::string& command) {
-  return "'" + ip_binary() + "' netns exec " + ns + " " + command;
+  return "'" + test::ip_binary() + "' netns exec " + ns + " " + command;
 }
 
 }  // namespace
 
 TEST_CASE("NAT topology: homes dial out through their routers, nobody dials in", "[proc][nat]") {
-  skip_unless_namespaces();
-  Topology net("dnat" + std::to_string(::getpid()));
+  test::skip_unless_namespaces();
+  test::NatTopology net("dnat" + std::to_string(::getpid()));
   const auto& pub = net["PUB_NS"];
   const auto& home1 = net["HOME1_NS"];
   const auto& home2 = net["HOME2_NS"];
@@ -210,7 +144,7 @@ TEST_CASE("NAT topology: homes dial out through their routers, nobody dials in",
 
   // The router's firewall, not only the missing route: with a route into home 1's LAN via router 1, the
   // dial still fails (router 1 drops connections opened from the internet side)...
-  auto route = test::run_command("'" + ip_binary() + "' -n " + pub + " route add " + net["HOME1_NET"] + " via " +
+  auto route = test::run_command("'" + test::ip_binary() + "' -n " + pub + " route add " + net["HOME1_NET"] + " via " +
                                  net["R1_PUBLIC_ADDR"]);
   INFO(route.output);
   REQUIRE(route.exit_code == 0);

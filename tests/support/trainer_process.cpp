@@ -23,10 +23,12 @@ std::string log_level() {
 
 std::optional<TrainerProcess> TrainerProcess::start(const std::string& name, const TrainerArgs& args) {
   const std::string recipe = args.recipe.starts_with("/") ? args.recipe : source_path(args.recipe);
-  std::vector<std::string> argv{binary_path("tools/dedloc-train/dedloc-train"), "--recipe", recipe,
-                                "--listen", "tcp://127.0.0.1:0", "--avg-listen", "tcp://127.0.0.1:0",
+  std::vector<std::string> argv = args.launcher;
+  const std::string any_port = "tcp://" + args.host + ":0";
+  argv.insert(argv.end(), {binary_path("tools/dedloc-train/dedloc-train"), "--recipe", recipe,
+                                "--listen", any_port, "--avg-listen", any_port,
                                 "--threads", "1", "--data-seed", std::to_string(args.data_seed),
-                                "--min-peers", std::to_string(args.min_peers), "--json", "--log-level", log_level()};
+                                "--min-peers", std::to_string(args.min_peers), "--json", "--log-level", log_level()});
   if (!args.initial_peer.empty()) argv.insert(argv.end(), {"--initial-peers", args.initial_peer});
   if (!args.run_id.empty()) argv.insert(argv.end(), {"--run-id", args.run_id});
   if (args.max_epochs > 0) argv.insert(argv.end(), {"--max-epochs", std::to_string(args.max_epochs)});
@@ -35,14 +37,18 @@ std::optional<TrainerProcess> TrainerProcess::start(const std::string& name, con
   argv.insert(argv.end(), args.extra.begin(), args.extra.end());
 
   TrainerProcess trainer(name, ChildProcess::spawn(argv));
-  while (trainer.address_.empty()) {
+  bool ready = false;
+  while (!ready) {
     // A joining peer downloads the state first (its own deadline: 120 s, with a dead donor to skip).
     auto text = trainer.process_.read_line(std::chrono::seconds(150));
     if (!text) return std::nullopt;
     auto line = json::parse(*text, nullptr, /*allow_exceptions=*/false);
     if (line.is_discarded()) continue;  // not ours: the test fails on what is missing, not on noise
     if (line.value("ready", false)) {
-      trainer.address_ = line["endpoints"][0].get<std::string>();
+      ready = true;
+      trainer.peer_id_ = line.value("peer_id", "");
+      // A client-mode peer has no DHT endpoint to give.
+      if (!line["endpoints"].empty()) trainer.address_ = line["endpoints"][0].get<std::string>();
     } else {
       trainer.events_.push_back(std::move(line));
     }

@@ -22,6 +22,8 @@ struct TrainerArgs {
   size_t min_peers = 1;
   std::string checkpoint_dir;      // empty: none
   std::vector<std::string> extra;  // more flags
+  std::vector<std::string> launcher;  // runs the trainer, e.g. {"/usr/sbin/ip", "netns", "exec", NS}
+  std::string host = "127.0.0.1";     // the address its servers bind
 };
 
 class TrainerProcess {
@@ -31,7 +33,8 @@ class TrainerProcess {
   static std::optional<TrainerProcess> start(const std::string& name, const TrainerArgs& args);
 
   const std::string& name() const { return name_; }
-  const std::string& address() const { return address_; }  // its DHT endpoint, for --initial-peers
+  const std::string& address() const { return address_; }  // its DHT endpoint, for --initial-peers (empty in client mode)
+  const std::string& peer_id() const { return peer_id_; }
   ChildProcess& process() { return process_; }
 
   // Reads the lines that arrive within `wait` (then without waiting).
@@ -49,6 +52,7 @@ class TrainerProcess {
   std::string name_;
   ChildProcess process_;
   std::string address_;
+  std::string peer_id_;
   std::vector<nlohmann::json> events_;
 };
 
