@@ -607,7 +607,7 @@ Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline dead
     return error(Code::kUnavailable, "none of the initial peers answered: " + joined() +
                                          ". Check the addresses (tcp://HOST:PORT/p/PEERID) and that they are running");
   }
-  for (const auto& problem : problems) options_.log->warn(kLog) << "initial peer skipped: " << problem;
+  for (const auto& skipped : problems) options_.log->warn(kLog) << "initial peer skipped: " << skipped;
   for (const auto& contact : answered) note_alive(contact);
 
   if (!options_.client_mode && server_) {

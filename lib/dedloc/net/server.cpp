@@ -227,6 +227,7 @@ Status Server::start() {
     socket.set(zmq::sockopt::router_mandatory, 1);
     socket.bind(options_.listen);
     endpoint_ = last_endpoint(socket);
+    for (const auto& extra : options_.also_listen) socket.bind(extra);
   } catch (const zmq::error_t& e) {
     return error(Code::kUnavailable, "cannot listen on " + options_.listen + ": " + e.what());
   }

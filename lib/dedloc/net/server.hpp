@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <zmq.hpp>
 
@@ -31,6 +32,9 @@ struct ServerOptions {
   SocketOptions socket;                       // linger, queue bounds, wire limits
   Logger* log = &Logger::global();
   const Clock* clock = &SystemClock::instance();  // the wall clock a Pong reports (tests skew it)
+  // More endpoints on the same socket, e.g. "inproc://NAME" for a relay link in this process (requests that
+  // arrive through a relay then skip a loopback TCP hop).
+  std::vector<std::string> also_listen;
 };
 
 struct ServerStats {
