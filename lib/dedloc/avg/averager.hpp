@@ -74,6 +74,9 @@ class Averager {
   // Where others dial our averaging server: --announce, or the bound endpoint with a wildcard host replaced
   // by the host our DHT node advertises. Empty for clients.
   std::string dialable_endpoint() const;
+  // Client mode: where a relay link in this process (same ZeroMQ context) hands forwarded requests to our
+  // server, skipping a loopback TCP hop.
+  std::string in_process_endpoint() const;
   // The averager's RPC server and client, to serve more on the same port (a trainer's state downloads):
   // register handlers before start().
   net::Server& server() { return *server_; }

@@ -423,8 +423,8 @@ void Trainer::attach_to_relay() {
     if (address) keeping.relays.push_back(*address);
     else Logger::Line(options_.log, LogLevel::kWarning, kLog) << "ignoring relay " << text << ": " << address.status().message();
   }
-  // Forwarded requests reach our averaging server on this machine.
-  keeping.local_endpoint = net::dialable_endpoint(p.averager->server().endpoint(), "127.0.0.1");
+  // Forwarded requests reach our averaging server in-process.
+  keeping.local_endpoint = p.averager->in_process_endpoint();
   keeping.log = options_.log;
   auto keeper = std::make_unique<relay::RelayKeeper>(*p.context, *p.identity, &node_, keeping);
   auto attached = keeper->start(Deadline::after(std::chrono::seconds(15)));
