@@ -69,3 +69,29 @@ TEST_CASE("A client-mode trainer whose relay is SIGKILLed moves to another relay
   CHECK(exported.output.find("(from " + relay_prefix(second_address) + b->peer_id()) != std::string::npos);
   b->pump(10ms);
 }
+
+TEST_CASE("An aux peer in client mode reduces for a run through a relay", "[proc][relay]") {
+  auto [dht, dht_ready] = dedloc::test::start_ready({dedloc::test::binary_path("tools/dedloc-dht/dedloc-dht"),
+                                                     "--log-level", "warning", "serve", "--listen", "tcp://127.0.0.1:0"});
+  const auto bootstrap = dht_ready["endpoints"][0].get<std::string>();
+  auto [relay, relay_address] = start_relay(bootstrap);
+  auto [aux, aux_ready] = dedloc::test::start_ready({dedloc::test::binary_path("tools/dedloc-avg/dedloc-avg"),
+                                                     "--log-level", "warning", "aux", "--run", "auxrelay",
+                                                     "--initial-peers", bootstrap, "--client-mode",
+                                                     "--matchmaking-time", "1"});
+  CHECK(aux_ready["endpoints"][0].get<std::string>().rfind(relay_prefix(relay_address), 0) == 0);
+
+  TrainerArgs args{.recipe = "recipes/mlp.yaml", .initial_peer = bootstrap, .run_id = "auxrelay", .max_time = 90,
+                   .min_peers = 2};
+  auto a = TrainerProcess::start("a", args);
+  args.data_seed = 2;
+  auto b = TrainerProcess::start("b", args);
+  REQUIRE((a && b));
+  // Groups of three: both trainers and the aux peer, whose share of every vector went through the relay.
+  auto with_aux = [](const TrainerProcess& t) {
+    size_t n = 0;
+    for (const auto& step : t.steps()) n += step["event"] == "averaged" && step.value("group_size", size_t{0}) >= 3;
+    return n;
+  };
+  CHECK(dedloc::test::pump_until({&*a, &*b}, 60s, [&] { return with_aux(*a) >= 3 && with_aux(*b) >= 3; }));
+}

@@ -11,6 +11,7 @@
 #include "dedloc/cli/ready_line.hpp"
 #include "dedloc/cli/signals.hpp"
 #include "dedloc/dht/node.hpp"
+#include "dedloc/relay/relay_keeper.hpp"
 #include "dedloc/train/progress.hpp"
 #include "run_dht.hpp"
 
@@ -38,6 +39,9 @@ class AuxCommand final : public Command {
         ->capture_default_str();
     cmd->add_option("--rounds", rounds_, "stop after this many averaged rounds (0: run until stopped)")
         ->capture_default_str();
+    cmd->add_flag("--client-mode", client_mode_,
+                  "behind NAT: bind no public port and take part through a relay (--relay, or those in the DHT)");
+    cmd->add_option("--relay", relays_, "with --client-mode: a relay to attach to (tcp://HOST:PORT/p/RELAYID)");
     return cmd;
   }
 
@@ -51,23 +55,50 @@ class AuxCommand final : public Command {
     if (!joined) return cli::report_failure(kTool, joined.status());
     dht::Node& dht = **joined;
 
+    // Behind NAT: reachable through a relay, which hands requests to the averager in this process. The
+    // averager announces the relay address; when the keeper moves us to another relay, it is rebuilt.
+    std::unique_ptr<relay::RelayKeeper> keeper;
+    if (client_mode_) {
+      relay::RelayKeeperOptions keeping;
+      for (const auto& text : relays_) {
+        auto address = net::PeerAddress::parse(text);
+        if (!address) return cli::report_failure(kTool, address.status().with_context("--relay"));
+        keeping.relays.push_back(*address);
+      }
+      keeping.local_endpoint = avg::averager_in_process_endpoint(identity->peer_id());
+      keeper = std::make_unique<relay::RelayKeeper>(context, *identity, &dht, keeping);
+      if (auto attached = keeper->start(Deadline::after(std::chrono::seconds(15))); !attached.is_ok()) {
+        return cli::report_failure(kTool, attached.with_context("--client-mode: an aux peer must be reachable"));
+      }
+    } else if (!relays_.empty()) {
+      return cli::report_failure(kTool, error(Code::kInvalidArgument, "--relay is for --client-mode"));
+    }
+
     avg::AveragerOptions options;
     options.run_id = run_id_;
     options.role = avg::AvgRole::kAux;
-    options.listen = listen_;
-    options.announce = announce_;
+    options.listen = client_mode_ ? "tcp://127.0.0.1:0" : listen_;
+    options.announce = keeper ? keeper->address() : announce_;
     options.bandwidth = bandwidth_mbit_ * 1e6 / 8;
     options.target_group_size = target_group_size_;
     options.matchmaking_time = from_seconds(matchmaking_seconds_);
     options.averaging_timeout = std::chrono::seconds(30);
-    avg::Averager averager(context, dht, *identity, options);
-    if (auto started = averager.start(); !started.is_ok()) return cli::report_failure(kTool, started);
-    cli::ReadyLine{"aux", identity->peer_id(), {averager.endpoint()}, {{"run_id", run_id_}}}.print();
+    auto averager = std::make_unique<avg::Averager>(context, dht, *identity, options);
+    if (auto started = averager->start(); !started.is_ok()) return cli::report_failure(kTool, started);
+    cli::ReadyLine{"aux", identity->peer_id(), {keeper ? options.announce : averager->endpoint()}, {{"run_id", run_id_}}}
+        .print();
 
     auto& log = Logger::global();
     size_t averaged = 0;
     bool told_waiting = false;
     while (!cli::shutdown_requested() && (rounds_ == 0 || averaged < rounds_)) {
+      if (keeper && !keeper->address().empty() && keeper->address() != options.announce) {
+        options.announce = keeper->address();
+        log.info("aux") << "now reachable at " << options.announce;
+        averager.reset();  // frees its in-process endpoint for the new one
+        averager = std::make_unique<avg::Averager>(context, dht, *identity, options);
+        if (auto started = averager->start(); !started.is_ok()) return cli::report_failure(kTool, started);
+      }
       auto schema = avg::read_schema(dht, run_id_, Deadline::after(std::chrono::seconds(5)));
       if (!schema || !schema->has_value()) {
         if (!told_waiting) {
@@ -91,7 +122,7 @@ class AuxCommand final : public Command {
         round = train::gradient_round(epoch);
       }
       publish_metrics(dht, epoch, averaged);
-      auto outcome = averager.step(**schema, {}, 0, expected, round);
+      auto outcome = averager->step(**schema, {}, 0, expected, round);
       if (!outcome) {
         log.warn("aux") << "round failed: " << outcome.status().to_string();
         cli::wait_for_shutdown(std::chrono::seconds(1));
@@ -130,6 +161,8 @@ class AuxCommand final : public Command {
 
   static constexpr Duration kRecordTtl = std::chrono::seconds(30);
   std::chrono::steady_clock::time_point last_metrics_{};
+  bool client_mode_ = false;
+  std::vector<std::string> relays_;
   std::string run_id_;
   std::vector<std::string> initial_peers_;
   double bandwidth_mbit_ = 1000;

@@ -2,6 +2,7 @@
 
 #include "dedloc/avg/state_transfer.hpp"
 #include "dedloc/net/peer_address.hpp"
+#include "dedloc/relay/relay_directory.hpp"
 #include "dedloc/train/progress.hpp"
 
 namespace dedloc::avg_tool {
@@ -18,6 +19,7 @@ Result<std::unique_ptr<dht::Node>> join_run_dht(zmq::context_t& context, const c
   train::add_progress_schema(node->validator());
   train::add_metrics_schema(node->validator());
   avg::add_donor_schema(node->validator());
+  relay::add_relay_schema(node->validator());
   DEDLOC_RETURN_IF_ERROR(node->start());
   DEDLOC_RETURN_IF_ERROR(node->bootstrap(*peers, Deadline::after(timeout)));
   return node;

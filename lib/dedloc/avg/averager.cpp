@@ -35,10 +35,10 @@ Result<std::optional<VectorSchema>> read_schema(dht::Node& dht, const std::strin
 Averager::Averager(zmq::context_t& context, dht::Node& dht, const crypto::Identity& identity, AveragerOptions options)
     : context_(context), dht_(dht), self_(identity.peer_id()), options_(std::move(options)) {
   // A client-mode peer still needs a socket for the handlers' sake, but nobody can (or will) dial it.
-  // Requests reach it only through a relay, whose link in this process hands them over in-process.
   std::string listen = options_.role == AvgRole::kClient ? "tcp://127.0.0.1:0" : options_.listen;
   net::ServerOptions serving{listen, self_, {}, options_.log};
-  if (options_.role == AvgRole::kClient) serving.also_listen = {in_process_endpoint()};
+  // Behind NAT, requests arrive through a relay, whose link in this process hands them over in-process.
+  serving.also_listen = {in_process_endpoint()};
   server_ = std::make_unique<net::Server>(context_, serving);
   client_ = std::make_unique<net::Client>(context_, net::ClientOptions{self_, {}, std::chrono::seconds(60), options_.log});
   all_reduce_ = std::make_unique<AllReduce>(*server_, *client_, self_, options_.log);
@@ -65,7 +65,11 @@ Status Averager::start() { return server_->start(); }
 
 std::string Averager::endpoint() const { return server_->endpoint(); }
 
-std::string Averager::in_process_endpoint() const { return "inproc://dedloc-averager-" + self_.to_string(); }
+std::string averager_in_process_endpoint(const crypto::PeerId& self) {
+  return "inproc://dedloc-averager-" + self.to_string();
+}
+
+std::string Averager::in_process_endpoint() const { return averager_in_process_endpoint(self_); }
 
 std::string Averager::dialable_endpoint() const {
   if (options_.role == AvgRole::kClient) return "";

@@ -52,6 +52,10 @@ Status publish_schema(dht::Node& dht, const std::string& run_id, const VectorSch
 // nullopt when nobody published one yet.
 Result<std::optional<VectorSchema>> read_schema(dht::Node& dht, const std::string& run_id, Deadline deadline);
 
+// "inproc://dedloc-averager-<id>": bound by every Averager, so that a relay link (client mode) can be set up
+// before the averager that will serve behind it.
+std::string averager_in_process_endpoint(const crypto::PeerId& self);
+
 class Averager {
  public:
   // `dht` must be started and joined, and outlive the averager.
@@ -74,8 +78,8 @@ class Averager {
   // Where others dial our averaging server: --announce, or the bound endpoint with a wildcard host replaced
   // by the host our DHT node advertises. Empty for clients.
   std::string dialable_endpoint() const;
-  // Client mode: where a relay link in this process (same ZeroMQ context) hands forwarded requests to our
-  // server, skipping a loopback TCP hop.
+  // Where a relay link in this process (same ZeroMQ context) hands forwarded requests to our server,
+  // skipping a loopback TCP hop: averager_in_process_endpoint(our id).
   std::string in_process_endpoint() const;
   // The averager's RPC server and client, to serve more on the same port (a trainer's state downloads):
   // register handlers before start().

@@ -15,18 +15,23 @@ using Steady = std::chrono::steady_clock;
 
 ByteSpan span_of(const zmq::message_t& m) { return {m.data<std::uint8_t>(), m.size()}; }
 
-// Receives one whole multipart message without waiting (empty when none is queued).
+// Receives one whole multipart message without waiting (empty when none is queued, or on an error such as
+// EINTR: a signal must not end the loop thread).
 std::vector<zmq::message_t> receive_message(zmq::socket_t& socket) {
   std::vector<zmq::message_t> parts;
-  zmq::message_t part;
-  if (!socket.recv(part, zmq::recv_flags::dontwait)) return parts;
-  bool more = part.more();
-  parts.push_back(std::move(part));
-  while (more) {
-    zmq::message_t next;
-    if (!socket.recv(next, zmq::recv_flags::none)) break;
-    more = next.more();
-    parts.push_back(std::move(next));
+  try {
+    zmq::message_t part;
+    if (!socket.recv(part, zmq::recv_flags::dontwait)) return parts;
+    bool more = part.more();
+    parts.push_back(std::move(part));
+    while (more) {
+      zmq::message_t next;
+      if (!socket.recv(next, zmq::recv_flags::none)) break;
+      more = next.more();
+      parts.push_back(std::move(next));
+    }
+  } catch (const zmq::error_t&) {
+    parts.clear();
   }
   return parts;
 }
@@ -45,6 +50,10 @@ bool send_message(zmq::socket_t& socket, std::vector<zmq::message_t>& parts) {
 }
 
 void push_frame(std::vector<zmq::message_t>& parts, const Bytes& bytes) { parts.emplace_back(bytes.data(), bytes.size()); }
+
+// Local connections for requesters at once: the relay bounds them per peer (--max-circuits); this bounds
+// them here too, whatever a relay sends.
+constexpr size_t kMaxRequesters = 1024;
 
 }  // namespace
 
@@ -98,6 +107,10 @@ void RelayLinkLoop::from_relay(std::vector<zmq::message_t> parts) {
   last_echo_ = Steady::now();  // traffic from the relay proves it alive as well as an echo
   std::string token(reinterpret_cast<const char*>(relay_frame.id.data()), relay_frame.id.size());
   auto it = requesters_.find(token);
+  if (it == requesters_.end() && requesters_.size() >= kMaxRequesters) {
+    options_.log->warn("relay") << "dropped a forwarded request: " << kMaxRequesters << " requesters already open";
+    return;
+  }
   if (it == requesters_.end()) {
     try {
       zmq::socket_t socket(context_, zmq::socket_type::dealer);
@@ -194,7 +207,11 @@ Status RelayLink::start() {
   auto deadline = Deadline::after(options_.attach_timeout);
   while (!deadline.passed()) {
     zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(50));
+    try {
+      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+    } catch (const zmq::error_t&) {  // EINTR (a signal): look again until the deadline
+      continue;
+    }
     auto parts = receive_message(socket);
     if (parts.size() != 2) continue;
     auto frame = wire::decode_relay_frame(span_of(parts[0]));
