@@ -55,21 +55,12 @@ class AuxCommand final : public Command {
     if (!joined) return cli::report_failure(kTool, joined.status());
     dht::Node& dht = **joined;
 
-    // Behind NAT: reachable through a relay, which hands requests to the averager in this process. The
-    // averager announces the relay address; when the keeper moves us to another relay, it is rebuilt.
+    // Behind NAT: the averager announces its relay address; when the keeper moves us, it is rebuilt.
     std::unique_ptr<relay::RelayKeeper> keeper;
     if (client_mode_) {
-      relay::RelayKeeperOptions keeping;
-      for (const auto& text : relays_) {
-        auto address = net::PeerAddress::parse(text);
-        if (!address) return cli::report_failure(kTool, address.status().with_context("--relay"));
-        keeping.relays.push_back(*address);
-      }
-      keeping.local_endpoint = avg::averager_in_process_endpoint(identity->peer_id());
-      keeper = std::make_unique<relay::RelayKeeper>(context, *identity, &dht, keeping);
-      if (auto attached = keeper->start(Deadline::after(std::chrono::seconds(15))); !attached.is_ok()) {
-        return cli::report_failure(kTool, attached.with_context("--client-mode: an aux peer must be reachable"));
-      }
+      auto attached = reach_through_relay(context, *identity, dht);
+      if (!attached) return cli::report_failure(kTool, attached.status());
+      keeper = std::move(*attached);
     } else if (!relays_.empty()) {
       return cli::report_failure(kTool, error(Code::kInvalidArgument, "--relay is for --client-mode"));
     }
@@ -146,6 +137,23 @@ class AuxCommand final : public Command {
   }
 
  private:
+  // Attached to a relay (--relay, else the DHT's), which hands the requests addressed to us to the averager
+  // in this process (its in-process endpoint). An aux peer nobody can reach helps nobody: an error if none.
+  Result<std::unique_ptr<relay::RelayKeeper>> reach_through_relay(zmq::context_t& context,
+                                                                   const crypto::Identity& identity, dht::Node& dht) {
+    relay::RelayKeeperOptions keeping;
+    for (const auto& text : relays_) {
+      auto address = net::PeerAddress::parse(text);
+      if (!address) return address.status().with_context("--relay");
+      keeping.relays.push_back(*address);
+    }
+    keeping.local_endpoint = avg::averager_in_process_endpoint(identity.peer_id());
+    auto keeper = std::make_unique<relay::RelayKeeper>(context, identity, &dht, keeping);
+    DEDLOC_RETURN_IF_ERROR(keeper->start(Deadline::after(std::chrono::seconds(15)))
+                               .with_context("--client-mode: an aux peer must be reachable"));
+    return keeper;
+  }
+
   // Our metrics record, so that monitors list this peer with its role and the rounds it reduced.
   void publish_metrics(dht::Node& dht, std::uint64_t epoch, size_t averaged) {
     auto now = std::chrono::steady_clock::now();
