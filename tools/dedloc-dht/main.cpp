@@ -67,14 +67,9 @@ dedloc::Result<std::unique_ptr<dht::Node>> join_as_client(zmq::context_t& contex
   auto identity = cli::load_identity(common);
   if (!identity) return identity.status();
   dht::NodeOptions options;
-  options.listen = "";
-  options.client_mode = true;
-  options.maintenance_interval = dedloc::Duration::zero();
   options.replicas = o.replicas;
-  auto node = std::make_unique<dht::Node>(context, std::move(*identity), options);
-  DEDLOC_RETURN_IF_ERROR(node->start());
-  DEDLOC_RETURN_IF_ERROR(node->bootstrap(*peers, Deadline::after(dedloc::from_seconds(o.timeout_seconds))));
-  return node;
+  return dht::join_as_client(context, std::move(*identity), *peers,
+                             Deadline::after(dedloc::from_seconds(o.timeout_seconds)), {}, options);
 }
 
 int serve(const Options& o, const cli::CommonFlags& common) {

@@ -58,16 +58,10 @@ int serve(const Options& o, const cli::CommonFlags& common) {
   // Listed in the DHT through a client-mode node (it serves no records), refreshed every ttl/3.
   std::unique_ptr<dht::Node> node;
   if (!peers->empty()) {
-    dht::NodeOptions dht_options;
-    dht_options.listen = "";
-    dht_options.client_mode = true;
-    dht_options.maintenance_interval = Duration::zero();
-    node = std::make_unique<dht::Node>(context, *identity, dht_options);
-    relay::add_relay_schema(node->validator());
-    if (auto started = node->start(); !started.is_ok()) return cli::report_failure(kTool, started);
-    if (auto joined = node->bootstrap(*peers, Deadline::after(std::chrono::seconds(10))); !joined.is_ok()) {
-      return cli::report_failure(kTool, joined);
-    }
+    auto joined = dht::join_as_client(context, *identity, *peers, Deadline::after(std::chrono::seconds(10)),
+                                      relay::add_relay_schema);
+    if (!joined) return cli::report_failure(kTool, joined.status());
+    node = std::move(*joined);
   }
   cli::ReadyLine{"relay", identity->peer_id(), {self.to_string()}, {}}.print();
   auto& log = Logger::global();

@@ -664,4 +664,18 @@ void Node::maintenance_loop() {
   }
 }
 
+Result<std::unique_ptr<Node>> join_as_client(zmq::context_t& context, crypto::Identity identity,
+                                             const std::vector<net::PeerAddress>& peers, Deadline deadline,
+                                             const std::function<void(RecordValidator&)>& register_schemas,
+                                             NodeOptions options) {
+  options.listen = "";
+  options.client_mode = true;
+  options.maintenance_interval = Duration::zero();
+  auto node = std::make_unique<Node>(context, std::move(identity), options);
+  if (register_schemas) register_schemas(node->validator());
+  DEDLOC_RETURN_IF_ERROR(node->start());
+  DEDLOC_RETURN_IF_ERROR(node->bootstrap(peers, deadline));
+  return node;
+}
+
 }  // namespace dedloc::dht

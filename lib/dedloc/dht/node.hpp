@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -210,5 +211,14 @@ class Node {
   std::thread maintenance_;
   bool started_ = false;
 };
+
+// A node that asks and stores but serves nothing (no port; never in anyone's routing table): how tools
+// reach a DHT from anywhere, NAT included. `options` is taken as the base (listen, client_mode and
+// maintenance are set here); `register_schemas` adds validators for the record families the caller reads,
+// before start(). Started and bootstrapped through `peers` before `deadline`.
+Result<std::unique_ptr<Node>> join_as_client(zmq::context_t& context, crypto::Identity identity,
+                                             const std::vector<net::PeerAddress>& peers, Deadline deadline,
+                                             const std::function<void(RecordValidator&)>& register_schemas = {},
+                                             NodeOptions options = {});
 
 }  // namespace dedloc::dht
