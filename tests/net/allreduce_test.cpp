@@ -238,3 +238,57 @@ TEST_CASE("All-reduce: a member that never shows up is banned as a sender and gi
     for (size_t k = dead_begin; k < group.length(); ++k) REQUIRE(vectors[i][k] == original[i][k]);
   }
 }
+
+TEST_CASE("Centered clip: a member sending its gradient scaled by 1e6 moves each part's average by at most tau",
+          "[net][avg]") {
+  // Issue 7: four members average; member 3 is poisoned (its honest vector times 1e6). Honest vectors are
+  // one gradient plus small per-peer noise, so no honest contribution is clipped (per part they lie ≈ 0.3
+  // apart, tau is 1). Without the clip the plain mean is ruined; with it every part of every member's
+  // result lies within tau of the honest members' mean.
+  zmq::context_t context;
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (size_t i = 0; i < 4; ++i) peers.push_back(std::make_unique<Peer>(context, &quiet()));
+  Setup setup{{AvgRole::kNode, AvgRole::kNode, AvgRole::kNode, AvgRole::kNode}, {1, 1, 1, 1}, {3000, 3000, 3000, 3000}, 1000};
+  const double tau = 1.0;
+  auto honest_vectors = [&](size_t length) {
+    auto noise = random_vectors(4, length, 21);  // N(0, 3) each
+    auto gradient = random_vectors(1, length, 22)[0];
+    for (auto& v : noise) {
+      for (size_t k = 0; k < length; ++k) v[k] = gradient[k] + v[k] / 300.0f;  // ≈ 0.01 of noise per value
+    }
+    return noise;
+  };
+  // The largest distance between a part of `result` and the same part of `expected`.
+  auto worst_part_distance = [&](const std::vector<float>& result, const std::vector<double>& expected) {
+    double worst = 0;
+    for (size_t begin = 0; begin < result.size(); begin += setup.part_elements) {
+      double squared = 0;
+      for (size_t k = begin; k < std::min(result.size(), begin + setup.part_elements); ++k) {
+        squared += (result[k] - expected[k]) * (result[k] - expected[k]);
+      }
+      worst = std::max(worst, std::sqrt(squared));
+    }
+    return worst;
+  };
+
+  for (bool clipped : {false, true}) {
+    Group group = make_group(peers, setup);
+    auto vectors = honest_vectors(group.length());
+    const auto honest_mean = weighted_mean(vectors, setup.weights, {0, 1, 2});
+    for (auto& x : vectors[3]) x *= 1e6f;
+    AllReduceOptions options;
+    if (clipped) options.centered_clip = CenteredClipOptions{.tau = tau, .iterations = 10};
+    auto results = run_all(peers, group, vectors, setup, options);
+    for (size_t i = 0; i < 3; ++i) {
+      INFO((clipped ? "with" : "without") << " centered clip, member " << i);
+      REQUIRE(results[i].is_ok());
+      CHECK(results[i]->averaged_fraction == 1.0);
+      const double moved = worst_part_distance(vectors[i], honest_mean);
+      if (clipped) {
+        CHECK(moved <= tau);
+      } else {
+        CHECK(moved > 1e4 * tau);  // the damage: the mean follows the poisoned member
+      }
+    }
+  }
+}

@@ -90,3 +90,16 @@ TEST_CASE("dedloc-train: a mistyped recipe key is an error naming the key and th
   CHECK_THAT(run.output, Catch::Contains("micro_batchsize"));
   CHECK_THAT(run.output, Catch::Contains(recipe));
 }
+
+TEST_CASE("dedloc-train: a centered clip without a usable radius names the key and the file", "[proc][train][cli]") {
+  const std::string dir = dedloc::test::make_temp_dir("dedloc-train-cli");
+  for (const std::string clip : {"centered_clip: {iterations: 5}", "centered_clip: {tau: -1}"}) {
+    const std::string recipe = mlp_recipe_with(dir, "codec: none", "codec: none\n  " + clip);
+    auto run = run_train("--recipe " + recipe);
+    INFO(run.output);
+    CHECK(run.exit_code != 0);
+    CHECK_THAT(run.output, Catch::Contains("averaging.centered_clip"));
+    CHECK_THAT(run.output, Catch::Contains("tau"));
+    CHECK_THAT(run.output, Catch::Contains(recipe));
+  }
+}

@@ -42,6 +42,14 @@ class AuxCommand final : public Command {
     cmd->add_flag("--client-mode", client_mode_,
                   "behind NAT: bind no public port and take part through a relay (--relay, or those in the DHT)");
     cmd->add_option("--relay", relays_, "with --client-mode: a relay to attach to (tcp://HOST:PORT/p/RELAYID)");
+    cmd->add_option("--centered-clip-tau", clip_tau_,
+                    "robust aggregation: average the parts this peer reduces with CenteredClip of this radius "
+                    "(an L2 length per part; 0: the plain weighted mean)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--centered-clip-iterations", clip_iterations_, "CenteredClip's fixed number of iterations")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
     return cmd;
   }
 
@@ -74,6 +82,7 @@ class AuxCommand final : public Command {
     options.target_group_size = target_group_size_;
     options.matchmaking_time = from_seconds(matchmaking_seconds_);
     options.averaging_timeout = std::chrono::seconds(30);
+    if (clip_tau_ > 0) options.all_reduce.centered_clip = avg::CenteredClipOptions{clip_tau_, clip_iterations_};
     auto averager = std::make_unique<avg::Averager>(context, dht, *identity, options);
     if (auto started = averager->start(); !started.is_ok()) return cli::report_failure(kTool, started);
     cli::ReadyLine{"aux", identity->peer_id(), {keeper ? options.announce : averager->endpoint()}, {{"run_id", run_id_}}}
@@ -179,6 +188,8 @@ class AuxCommand final : public Command {
   size_t target_group_size_ = 16;
   double matchmaking_seconds_ = 5;
   size_t rounds_ = 0;
+  double clip_tau_ = 0;  // --centered-clip-tau: 0 is the plain weighted mean
+  size_t clip_iterations_ = 10;
 };
 
 }  // namespace

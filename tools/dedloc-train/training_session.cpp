@@ -133,6 +133,7 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   a.all_reduce.codec = recipe->averaging.codec;
   a.all_reduce.sender_timeout = from_seconds(recipe->averaging.sender_timeout);
   a.all_reduce.reducer_timeout = from_seconds(recipe->averaging.reducer_timeout);
+  a.all_reduce.centered_clip = recipe->averaging.centered_clip;
   options.max_time_seconds = o.max_time;
   options.max_epochs = o.max_epochs;
   options.min_peers = o.min_peers;

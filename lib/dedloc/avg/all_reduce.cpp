@@ -291,7 +291,8 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
   auto reducer = std::make_shared<ReducerRound>(
       *group_copy, *me, self.sends() ? vector.subspan(static_cast<size_t>(my_begin), static_cast<size_t>(my_elements)) : std::span<float>(),
       weight, buffer(workspace_, self.sends() ? 0 : static_cast<size_t>(my_elements)),
-      buffer(reduce_scratch_, group.largest_part()), options.sender_timeout, std::chrono::steady_clock::now(),
+      buffer(reduce_scratch_, group.largest_part()), options.sender_timeout, options.centered_clip,
+      std::chrono::steady_clock::now(),
       [sender] { sender->changed.notify_all(); });
   if (options.on_progress) reducer->set_progress_callback(options.on_progress);
   {

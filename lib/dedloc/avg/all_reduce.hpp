@@ -20,9 +20,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "dedloc/avg/centered_clip.hpp"
 #include "dedloc/avg/codec.hpp"
 #include "dedloc/avg/group.hpp"
 #include "dedloc/core/log.hpp"
@@ -37,6 +39,9 @@ struct AllReduceOptions {
   size_t max_in_flight = 0;                          // parts in flight to all reducers together; 0: no cap
   Duration sender_timeout = std::chrono::seconds(15);
   Duration reducer_timeout = std::chrono::seconds(30);
+  // Robust aggregation of the parts our reducer averages (avg/centered_clip.hpp); unset: the weighted mean.
+  // It guards the parts this member reduces: every honest reducer should set it.
+  std::optional<CenteredClipOptions> centered_clip;
   // Progress: called after each part we send and each part our reducer completes (under the round's
   // locks: keep it short). Tests use it to kill a member at an exact point of a round.
   std::function<void()> on_progress;

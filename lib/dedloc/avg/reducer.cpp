@@ -18,11 +18,14 @@ ByteSpan bytes_of(const zmq::message_t& message) {
 
 ReducerRound::ReducerRound(const Group& group, size_t me, std::span<float> mine, double my_weight,
                            std::span<float> workspace, std::span<float> scratch, Duration sender_timeout,
-                           TimePoint now, std::function<void()> on_done)
+                           std::optional<CenteredClipOptions> centered_clip, TimePoint now,
+                           std::function<void()> on_done)
     : group_(group),
       me_(me),
       parts_(group.parts_of(me)),
       own_values_(group.member(me).sends()),
+      my_weight_(my_weight),
+      centered_clip_(centered_clip),
       mine_(mine),
       workspace_(workspace),
       scratch_(scratch),
@@ -45,8 +48,9 @@ ReducerRound::ReducerRound(const Group& group, size_t me, std::span<float> mine,
     state.waiting_for = senders.size();
     std::span<float> acc = accumulator(parts_[local]);
     if (own_values_) {
-      // Our own contribution, in place: the accumulator is our values scaled by our weight.
-      float_ops::scale(acc, static_cast<float>(my_weight));
+      // Our own contribution, in place: the accumulator is our values scaled by our weight (left as they
+      // are with centered clip, which reads them at completion).
+      if (!centered_clip_) float_ops::scale(acc, static_cast<float>(my_weight));
       state.delivered[slot_of_member_[me]] = 1;
       state.weight = my_weight;
       state.contributions = 1;
@@ -116,6 +120,11 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
   }();
   if (!usable.is_ok()) {
     replier.fail(usable);
+  } else if (centered_clip_) {  // kept whole until the part completes (clip_average)
+    state.weight += part.weight;
+    ++state.contributions;
+    ++unanswered_[slot];
+    state.pending.push_back(Pending{sender, *codec, part.weight, std::move(payload), std::move(replier)});
   } else {
     std::span<float> acc = accumulator(grid);
     const float w = static_cast<float>(part.weight);
@@ -131,15 +140,38 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
     state.weight += part.weight;
     ++state.contributions;
     ++unanswered_[slot];
-    state.pending.push_back(Pending{sender, *codec, std::move(payload), std::move(replier)});
+    state.pending.push_back(Pending{sender, *codec, part.weight, std::move(payload), std::move(replier)});
   }
   if (state.waiting_for == 0) complete(state, local, now);
+}
+
+void ReducerRound::clip_average(const PartState& state, std::span<float> avg) {
+  const size_t dim = avg.size();
+  const size_t count = state.pending.size() + (own_values_ ? 1 : 0);
+  clip_points_.resize(count * dim);
+  clip_weights_.clear();
+  size_t row = 0;
+  if (own_values_) {  // our values are still in place in the accumulator
+    std::copy(avg.begin(), avg.end(), clip_points_.begin());
+    clip_weights_.push_back(my_weight_);
+    ++row;
+  }
+  for (const auto& pending : state.pending) {
+    std::span<float> point(clip_points_.data() + row * dim, dim);
+    // on_part checked the frame's size and values, so decoding cannot fail here
+    if (!decode(pending.codec, bytes_of(pending.payload), point).is_ok()) std::fill(point.begin(), point.end(), 0.0f);
+    clip_weights_.push_back(pending.weight);
+    ++row;
+  }
+  centered_clip(clip_points_, dim, clip_weights_, *centered_clip_, avg, clip_scratch_);
 }
 
 void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
   const Part& grid = parts_[local];
   std::span<float> avg = accumulator(grid);
-  if (state.weight > 0) {
+  if (state.weight > 0 && centered_clip_) {
+    clip_average(state, avg);
+  } else if (state.weight > 0) {
     float_ops::scale(avg, static_cast<float>(1.0 / state.weight));
   }
   std::span<float> delta = scratch_.first(grid.size());

@@ -8,6 +8,9 @@
 // are averaged without it. The average
 // is weighted by each sender's weight (its samples): sum(w_i x_i) / sum(w_i) over the contributions
 // delivered. A contribution with NaN or Inf values is refused (that sender keeps its own values there).
+// With `centered_clip` set, a part's contributions are kept until it completes and averaged robustly
+// (avg/centered_clip.hpp) instead of summed as they arrive: one poisoned sender moves the part's average by
+// a bounded length, at the price of n × part floats decoded at completion and a few passes over them.
 //
 // Threads: parts arrive on the server's loop thread (on_part); the round's owner calls check_senders()
 // periodically from its own thread. Both take the round's mutex; replies go out through thread-safe
@@ -16,11 +19,13 @@
 
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include <zmq.hpp>
 
+#include "dedloc/avg/centered_clip.hpp"
 #include "dedloc/avg/codec.hpp"
 #include "dedloc/avg/group.hpp"
 #include "dedloc/core/clock.hpp"
@@ -35,7 +40,8 @@ class ReducerRound {
   // `scratch`: at least the group's largest part. Both buffers outlive the round; the owner reuses them.
   // `on_done` runs (under the round's lock: keep it to a notify) when the last part completes.
   ReducerRound(const Group& group, size_t me, std::span<float> mine, double my_weight, std::span<float> workspace,
-               std::span<float> scratch, Duration sender_timeout, TimePoint now, std::function<void()> on_done);
+               std::span<float> scratch, Duration sender_timeout, std::optional<CenteredClipOptions> centered_clip,
+               TimePoint now, std::function<void()> on_done);
 
   // A part from member `sender`. Answers through `replier` now (a refusal) or when the part completes.
   void on_part(size_t sender, const wire::AvgPart& part, zmq::message_t payload, net::Replier replier, TimePoint now);
@@ -57,6 +63,7 @@ class ReducerRound {
   struct Pending {
     size_t sender;
     Codec codec;
+    double weight;
     zmq::message_t payload;  // kept to compute this sender's delta when the part completes
     net::Replier replier;
   };
@@ -70,6 +77,9 @@ class ReducerRound {
   };
 
   std::span<float> accumulator(const Part& part);
+  // With centered clip: the part's contributions (ours first, then each pending sender's), robustly averaged
+  // into `avg`.
+  void clip_average(const PartState& state, std::span<float> avg);
   void complete(PartState& state, size_t local, TimePoint now);
   void ban(size_t slot, TimePoint now);
 
@@ -78,6 +88,11 @@ class ReducerRound {
   size_t me_;
   std::span<const Part> parts_;
   bool own_values_;  // we send too: our contribution is already in the accumulator, in place in `mine`
+  double my_weight_;
+  std::optional<CenteredClipOptions> centered_clip_;
+  std::vector<float> clip_points_;   // centered clip: a part's contributions, decoded (reused between parts)
+  std::vector<double> clip_weights_;
+  std::vector<float> clip_scratch_;
   std::span<float> mine_;
   std::span<float> workspace_;
   std::span<float> scratch_;

@@ -63,6 +63,17 @@ Result<Recipe> Recipe::load(const std::string& path) {
   averaging.read("reducer_timeout", a.reducer_timeout);
   averaging.read("codec", codec);
   averaging.read("bandwidth_mbit", a.bandwidth_mbit);
+  if (averaging.has("centered_clip")) {
+    ConfigReader clip = averaging.section("centered_clip");
+    avg::CenteredClipOptions options;
+    std::uint64_t iterations = options.iterations;
+    if (!clip.has("tau")) return invalid(clip, "tau: required (the clipping radius, a length in one part's space)");
+    clip.read("tau", options.tau);
+    clip.read("iterations", iterations);
+    options.iterations = iterations;
+    if (auto checked = avg::check(options); !checked.is_ok()) return invalid(clip, checked.message());
+    a.centered_clip = options;
+  }
   a.target_group_size = group;
   a.min_group_size = min_group;
   // Unknown keys in these sections are reported by build_task's finish(), with the task's own; the

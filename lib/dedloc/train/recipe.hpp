@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "dedloc/avg/centered_clip.hpp"
 #include "dedloc/avg/codec.hpp"
 #include "dedloc/core/config.hpp"
 #include "dedloc/train/optimizer.hpp"
@@ -44,6 +45,9 @@ struct AveragingRecipe {
   double reducer_timeout = 30;
   avg::Codec codec = avg::Codec::kNone;  // none | fp16 | scaled-fp16 | uint8 | blockwise8
   double bandwidth_mbit = 100;     // this peer's bandwidth each way, for the leader's shares
+  // averaging.centered_clip: {tau, iterations}: robust aggregation of the parts this peer reduces
+  // (avg/centered_clip.hpp); absent: the plain weighted mean.
+  std::optional<avg::CenteredClipOptions> centered_clip;
 };
 
 class Recipe {
