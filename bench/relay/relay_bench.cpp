@@ -7,7 +7,14 @@
 // latency is the round trip of a Ping, 200 in a row. Rounds alternate direct and relayed; reported are the
 // medians and the relayed/direct ratios. The relay's rate limits are lifted for the benchmark.
 //
+// Also reported: CPU seconds per GB moved (user + system, every thread of this process: all roles run
+// here, so it is the whole work of a path). On a machine with few cores the transfer is CPU-bound, and
+// this says what the relay's extra hop costs: a relayed byte is copied into and out of the kernel twice
+// (client → relay, relay → peer), a direct one once.
+//
 // Usage: bench_relay [--rounds N]
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -33,8 +40,21 @@ constexpr size_t kPartBytes = 4u << 20;
 constexpr size_t kWindow = 4;
 constexpr int kPings = 200;
 
-// Seconds to move kTotalBytes to `endpoint`.
-double transfer(Client& client, const std::string& endpoint, const Bytes& part) {
+// CPU seconds (user + system) this process has used, all threads.
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+struct Transfer {
+  double seconds = 0;
+  double cpu_seconds = 0;
+};
+
+// Moves kTotalBytes to `endpoint`: the wall time and the CPU time it took.
+Transfer transfer(Client& client, const std::string& endpoint, const Bytes& part) {
   auto send = [&](std::uint64_t seq) {
     std::vector<zmq::message_t> frames;
     frames.emplace_back(part.data(), part.size());
@@ -45,6 +65,7 @@ double transfer(Client& client, const std::string& endpoint, const Bytes& part) 
   std::deque<PendingCall> in_flight;
   size_t sent = 0;
   auto start = SteadyClock::now();
+  const double cpu_start = cpu_seconds();
   while (sent < parts && in_flight.size() < kWindow) in_flight.push_back(send(sent++));
   while (!in_flight.empty()) {
     auto reply = in_flight.front().wait();
@@ -55,7 +76,7 @@ double transfer(Client& client, const std::string& endpoint, const Bytes& part) 
     }
     if (sent < parts) in_flight.push_back(send(sent++));
   }
-  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+  return {std::chrono::duration<double>(SteadyClock::now() - start).count(), cpu_seconds() - cpu_start};
 }
 
 // Median round trip of a Ping, in microseconds.
@@ -105,19 +126,25 @@ int main(int argc, char** argv) {
   transfer(client, server.endpoint(), part);  // warm-up: connections, first touch
   transfer(client, link.address(), part);
 
-  std::vector<double> direct_mbs, relayed_mbs, direct_ping, relayed_ping;
+  std::vector<double> direct_mbs, relayed_mbs, direct_ping, relayed_ping, direct_cpu, relayed_cpu;
+  const double gigabytes = kTotalBytes / 1e9;
   for (int r = 0; r < rounds; ++r) {
-    direct_mbs.push_back(kTotalBytes / 1e6 / transfer(client, server.endpoint(), part));
-    relayed_mbs.push_back(kTotalBytes / 1e6 / transfer(client, link.address(), part));
+    auto direct = transfer(client, server.endpoint(), part);
+    auto relayed = transfer(client, link.address(), part);
+    direct_mbs.push_back(kTotalBytes / 1e6 / direct.seconds);
+    relayed_mbs.push_back(kTotalBytes / 1e6 / relayed.seconds);
+    direct_cpu.push_back(direct.cpu_seconds / gigabytes);
+    relayed_cpu.push_back(relayed.cpu_seconds / gigabytes);
     direct_ping.push_back(ping_us(client, server.endpoint()));
     relayed_ping.push_back(ping_us(client, link.address()));
   }
   double d = median(direct_mbs), rl = median(relayed_mbs), dp = median(direct_ping), rp = median(relayed_ping);
+  double dc = median(direct_cpu), rc = median(relayed_cpu);
   std::printf("64 MiB in 4 MiB parts, %zu in flight, %d rounds (medians), loopback\n", kWindow, rounds);
-  std::printf("%-10s %12s %14s\n", "path", "MB/s", "ping RTT (us)");
-  std::printf("%-10s %12.0f %14.0f\n", "direct", d, dp);
-  std::printf("%-10s %12.0f %14.0f\n", "relayed", rl, rp);
-  std::printf("relayed/direct throughput: %.2fx (goal >= 0.7x); added latency: %+.0f us per round trip\n", rl / d,
-              rp - dp);
+  std::printf("%-10s %12s %14s %12s\n", "path", "MB/s", "ping RTT (us)", "CPU s/GB");
+  std::printf("%-10s %12.0f %14.0f %12.3f\n", "direct", d, dp, dc);
+  std::printf("%-10s %12.0f %14.0f %12.3f\n", "relayed", rl, rp, rc);
+  std::printf("relayed/direct throughput: %.2fx (goal >= 0.7x); added latency: %+.0f us per round trip; "
+              "CPU per GB: %.2fx\n", rl / d, rp - dp, rc / dc);
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "dedloc/core/memory.hpp"
 #include "dedloc/net/message.hpp"
 #include "dedloc/wire/envelope.hpp"
 #include "dedloc/wire/messages.hpp"
@@ -338,6 +339,7 @@ RelayServer::~RelayServer() { stop(); }
 
 Status RelayServer::start() {
   if (loop_) return error(Code::kInvalidArgument, "relay already started");
+  keep_freed_memory();  // ZeroMQ mallocs every message the relay receives (parts of MiBs): core/memory.hpp
   zmq::socket_t socket;
   try {
     socket = zmq::socket_t(context_, zmq::socket_type::router);
