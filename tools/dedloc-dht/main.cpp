@@ -4,12 +4,16 @@
 //   dedloc-dht store KEY VALUE [--subkey S] [--ttl SECONDS] --initial-peers ADDR
 //   dedloc-dht get KEY [--latest] --initial-peers ADDR
 //   dedloc-dht peers --initial-peers ADDR
+//   dedloc-dht identity --identity FILE              (private runs: access_commands.hpp)
+//   dedloc-dht token issue --authority-key FILE --peer-key PUBKEY --name NAME --expires 21d [--out FILE]
+//   dedloc-dht token show FILE [--authority PUBKEY]
 #include <iostream>
 
 #include "dedloc/cli/app.hpp"
 #include "dedloc/cli/ready_line.hpp"
 #include "dedloc/cli/signals.hpp"
 #include "dedloc/dht/node.hpp"
+#include "access_commands.hpp"
 #include "values.hpp"
 
 namespace {
@@ -211,6 +215,25 @@ int main(int argc, char** argv) {
 
   auto* peers_cmd = app.add_subcommand("peers", "list what the first initial peer knows: its contacts and key count");
 
+  // Private runs (docs/security.md).
+  dedloc::tools::TokenIssueOptions token;
+  auto* identity_cmd = app.add_subcommand("identity", "print the PeerID and public key of --identity FILE (created if "
+                                                      "missing): what a run's authority signs a token for");
+  auto* token_cmd = app.add_subcommand("token", "access tokens of a private run");
+  token_cmd->require_subcommand(1);
+  auto* issue_cmd = token_cmd->add_subcommand("issue", "as the run's authority, sign a token for one peer's public key");
+  issue_cmd->add_option("--authority-key", token.authority_key, "the authority's identity file (its ed25519 key)")
+      ->required();
+  issue_cmd->add_option("--peer-key", token.peer_key, "the peer's public key (hex, as `dedloc-dht identity` prints it)")
+      ->required();
+  issue_cmd->add_option("--name", token.name, "who the token is for (shown in logs; at most 64 bytes)")->required();
+  issue_cmd->add_option("--expires", token.expires, "how long it is valid: 21d, 12h, 90m or seconds")
+      ->capture_default_str();
+  issue_cmd->add_option("--out", token.out, "write the token to this file (mode 0600) instead of printing it");
+  auto* show_cmd = token_cmd->add_subcommand("show", "print a token's peer, name, expiry and authority; with "
+                                                     "--authority, whether it is valid for that run (exit 1 if not)");
+  show_cmd->add_option("FILE", token.show_path, "the token file")->required();
+
   if (auto exit = cli::parse(app, argc, argv)) return *exit;
   if (auto status = cli::setup_logging(common, dedloc::Logger::global()); !status.is_ok()) {
     return cli::report_failure(kTool, status);
@@ -227,5 +250,8 @@ int main(int argc, char** argv) {
   if (*store_cmd) return store(o, common);
   if (*get_cmd) return get(o, common);
   if (*peers_cmd) return peers(o, common);
+  if (*identity_cmd) return dedloc::tools::print_identity(common);
+  if (*issue_cmd) return dedloc::tools::issue_token(token, common);
+  if (*show_cmd) return dedloc::tools::show_token(token, common);
   return cli::kExitUsage;
 }

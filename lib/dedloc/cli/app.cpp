@@ -3,6 +3,8 @@
 #include <cstring>
 #include <iostream>
 
+#include "dedloc/net/access_control.hpp"
+
 #ifndef DEDLOC_VERSION
 #define DEDLOC_VERSION "unknown"
 #endif
@@ -27,6 +29,10 @@ void add_common_flags(CLI::App& app, CommonFlags& flags) {
   app.add_option("--identity", flags.identity,
                  "file holding this peer's ed25519 key; created with mode 0600 if missing "
                  "(default: a new identity at every start)");
+  app.add_option("--authority", flags.authority,
+                 "a private run: the run authority's public key (hex); only peers with its tokens take part");
+  app.add_option("--token", flags.token,
+                 "a private run: this peer's access token file (`dedloc-dht token issue` writes one)");
   app.add_flag("--json", flags.json, "print machine-readable JSON on stdout");
   app.add_flag("--print-config", flags.print_config, "print the effective settings and exit");
   app.set_version_flag("--version", "dedloc " DEDLOC_VERSION);
@@ -70,10 +76,35 @@ Status setup_logging(const CommonFlags& flags, Logger& log) {
   return Status::ok();
 }
 
+namespace {
+
+Status install_access(const CommonFlags& flags, const crypto::Identity& identity) {
+  if (flags.authority.empty() && flags.token.empty()) return Status::ok();  // an open run
+  if (flags.authority.empty() || flags.token.empty()) {
+    return error(Code::kInvalidArgument, std::string(flags.token.empty() ? "--authority" : "--token") +
+                                             " needs " + (flags.token.empty() ? "--token FILE" : "--authority PUBKEY") +
+                                             ": a private run takes both");
+  }
+  net::AccessOptions options;
+  auto authority = crypto::parse_public_key(flags.authority, "--authority");
+  if (!authority) return authority.status();
+  options.authority = *authority;
+  auto token = crypto::AccessToken::load(flags.token);
+  if (!token) return token.status().with_context("--token");
+  options.token = *token;
+  auto access = net::AccessControl::create(identity, options);
+  if (!access) return access.status().with_context("--token " + flags.token);
+  net::AccessControl::set_process_default(*access);
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<crypto::Identity> load_identity(const CommonFlags& flags) {
-  if (flags.identity.empty()) return crypto::Identity::generate();
-  auto id = crypto::Identity::load_or_create(flags.identity);
+  auto id = flags.identity.empty() ? Result<crypto::Identity>(crypto::Identity::generate())
+                                   : crypto::Identity::load_or_create(flags.identity);
   if (!id) return id.status().with_context("--identity");
+  DEDLOC_RETURN_IF_ERROR(install_access(flags, *id));
   return id;
 }
 

@@ -39,9 +39,11 @@ struct CommonFlags {
   std::string identity;           // --identity FILE: ed25519 key; created (mode 0600) if missing
   bool json = false;              // --json: machine-readable output on stdout
   bool print_config = false;      // --print-config: print the effective settings and exit
+  std::string authority;          // --authority PUBKEY: a private run's authority (hex ed25519 public key)
+  std::string token;              // --token FILE: this peer's access token from that authority
 };
 
-// Adds --config, --log-level, --identity, --json, --print-config and --version to `app`.
+// Adds --config, --log-level, --identity, --authority, --token, --json, --print-config and --version.
 void add_common_flags(CLI::App& app, CommonFlags& flags);
 
 // The value of --config FILE / --config=FILE in argv, looked up before the real parse.
@@ -58,6 +60,10 @@ std::optional<int> parse(CLI::App& app, int argc, const char* const* argv);
 Status setup_logging(const CommonFlags& flags, Logger& log);
 
 // The identity from --identity (created if missing), or a fresh in-memory one when none is given.
+// With --authority and --token (a private run), it also installs the process's access control
+// (net/access_control.hpp: every message this process sends is sealed with the token, every message it
+// receives must carry a valid one); errors name the flag: one without the other, an unreadable or expired
+// token, a token of another authority or issued to another identity.
 Result<crypto::Identity> load_identity(const CommonFlags& flags);
 
 // Prints "<tool>: error: <status>" to stderr and returns its exit code.

@@ -21,7 +21,9 @@ class ClientLoop {
     Client::Callback done;
   };
 
-  ClientLoop(zmq::context_t& context, ClientOptions options) : context_(context), options_(std::move(options)) {}
+  ClientLoop(zmq::context_t& context, ClientOptions options) : context_(context), options_(std::move(options)) {
+    if (!options_.socket.access) options_.socket.access = AccessControl::process_default();
+  }
 
   void submit(Request request) { mailbox_.push(std::move(request)); }
   void request_stop() {
@@ -100,7 +102,7 @@ void ClientLoop::start_request(Request&& request) {
   env.sender = options_.self;
   std::vector<zmq::message_t> parts;
   if (!connection->relay_route.empty()) parts.emplace_back(connection->relay_route.data(), connection->relay_route.size());
-  frame_message(env, std::move(request.message), parts);
+  frame_message(env, std::move(request.message), parts, options_.socket.access.get());
   for (size_t i = 0; i < parts.size(); ++i) {
     auto flags = zmq::send_flags::dontwait;
     if (i + 1 < parts.size()) flags = flags | zmq::send_flags::sndmore;
@@ -141,7 +143,7 @@ void ClientLoop::complete(std::uint64_t request_id, Result<Incoming>&& outcome) 
 void ClientLoop::receive_from(Connection& connection, const std::string& endpoint) {
   for (int budget = 0; budget < 256; ++budget) {
     std::vector<zmq::message_t> parts;
-    const size_t max_parts = 1 + options_.socket.limits.max_frames;
+    const size_t max_parts = 2 + options_.socket.limits.max_frames;  // header, payload, authentication
     bool too_many = false;
     while (true) {
       zmq::message_t part;
@@ -154,12 +156,14 @@ void ClientLoop::receive_from(Connection& connection, const std::string& endpoin
     connection.last_used = std::chrono::steady_clock::now();
     ByteSpan header_bytes{parts[0].data<std::uint8_t>(), parts[0].size()};
     auto header = wire::decode_header(header_bytes, options_.socket.limits);
-    if (!header || too_many || header->envelope().frame_count != parts.size() - 1) {
-      // A reply we cannot read: fail the call it names, if we can tell which.
+    Status why = !header ? header.status()
+                 : too_many ? error(Code::kTooLarge, "reply with too many frames")
+                            : authenticate(options_.socket.access.get(), *header, parts, true);
+    if (!why.is_ok()) {
+      // A reply we cannot read or may not accept: fail the call it names, if we can tell which.
       auto rid = header ? std::optional(header->envelope().request_id)
                         : wire::peek_request_id(header_bytes, options_.socket.limits);
-      Status why = !header ? header.status() : error(Code::kMalformed, "reply frame count does not match its header");
-      options_.log->warn("rpc") << "unreadable reply from " << endpoint << ": " << why.to_string();
+      options_.log->warn("rpc") << "refused a reply from " << endpoint << ": " << why.to_string();
       if (rid) complete(*rid, why.with_context("reply from " + endpoint));
       continue;
     }

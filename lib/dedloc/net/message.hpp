@@ -6,6 +6,7 @@
 #include <zmq.hpp>
 
 #include "dedloc/core/status.hpp"
+#include "dedloc/net/access_control.hpp"
 #include "dedloc/wire/envelope.hpp"
 
 namespace dedloc::net {
@@ -51,7 +52,17 @@ struct Incoming {
   }
 };
 
-// Encodes `out`'s header with `envelope` fields and appends it plus the payload frames to `parts`.
-void frame_message(const wire::Envelope& envelope, Outgoing&& out, std::vector<zmq::message_t>& parts);
+// Encodes `out`'s header with `envelope` fields and appends it plus the payload frames to `parts`, and,
+// with `access` (a private run), the authentication frame that seals it.
+void frame_message(const wire::Envelope& envelope, Outgoing&& out, std::vector<zmq::message_t>& parts,
+                   AccessControl* access = nullptr);
+
+// For a received message whose `parts` are [header, payload frames..., authentication frame if the header
+// says so]: checks the frame count, then the authentication against `access` (null: an open run, where an
+// authentication frame is dropped unchecked), and removes the authentication frame. `unsealed_errors`: an
+// ErrorReply without authentication is accepted (a client reading replies; see access_control.hpp).
+// kMalformed (frame count), kUnauthorized (the reason).
+Status authenticate(AccessControl* access, const wire::DecodedHeader& header, std::vector<zmq::message_t>& parts,
+                    bool unsealed_errors);
 
 }  // namespace dedloc::net

@@ -105,7 +105,7 @@ void ServerLoop::receive_one() {
   // A ROUTER message: [routing id][header][payload frames...]. Frames beyond the limit are drained and
   // dropped so a hostile peer cannot make us hold them.
   std::vector<zmq::message_t> parts;
-  const size_t max_parts = 2 + options_.socket.limits.max_frames;
+  const size_t max_parts = 3 + options_.socket.limits.max_frames;  // routing id, header, payload, authentication
   bool too_many = false;
   while (true) {
     zmq::message_t part;
@@ -144,11 +144,10 @@ void ServerLoop::dispatch(std::string routing_id, std::vector<zmq::message_t> pa
     return;
   }
   const auto& env = header->envelope();
-  if (env.frame_count != parts.size() - 1) {
+  if (auto allowed = authenticate(options_.socket.access.get(), *header, parts, false); !allowed.is_ok()) {
     ++rejected_;
-    reject(routing_id, env.request_id,
-           error(Code::kMalformed, "header announces " + std::to_string(env.frame_count) + " payload frames, " +
-                                       std::to_string(parts.size() - 1) + " arrived"));
+    options_.log->debug("rpc") << "refused a request from " << env.sender.short_string() << ": " << allowed.to_string();
+    reject(routing_id, env.request_id, allowed);
     return;
   }
   auto handler = handlers_.find(env.type);
@@ -185,7 +184,7 @@ void ServerLoop::send_reply(const std::string& routing_id, std::uint64_t request
   wire::Envelope env;
   env.request_id = request_id;
   env.sender = options_.self;
-  frame_message(env, std::move(reply), parts);
+  frame_message(env, std::move(reply), parts, options_.socket.access.get());
   for (size_t i = 0; i < parts.size(); ++i) {
     auto flags = zmq::send_flags::dontwait;
     if (i + 1 < parts.size()) flags = flags | zmq::send_flags::sndmore;
@@ -204,6 +203,7 @@ void ServerLoop::send_reply(const std::string& routing_id, std::uint64_t request
 }
 
 Server::Server(zmq::context_t& context, ServerOptions options) : context_(context), options_(std::move(options)) {
+  if (!options_.socket.access) options_.socket.access = AccessControl::process_default();
   handle<wire::Ping>([clock = options_.clock](wire::Ping&& ping, Incoming&&, Replier replier) {
     replier.reply(wire::Pong{ping.sent_unix_time, clock->unix_seconds(), "dedloc " DEDLOC_VERSION});
   });

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include <zmq.hpp>
 
+#include "dedloc/net/access_control.hpp"
 #include "dedloc/wire/limits.hpp"
 
 namespace dedloc::net {
@@ -16,6 +18,10 @@ struct SocketOptions {
   int send_hwm = 10000;                 // queued outbound messages per peer before sends would block
   int receive_hwm = 10000;              // queued inbound messages per peer
   wire::Limits limits;                  // ZMQ_MAXMSGSIZE comes from these
+  // A private run's access control: messages sent are sealed, messages received are checked
+  // (net/access_control.hpp). Null: the process's (AccessControl::process_default(), which the tools set
+  // from --authority/--token), taken when the server or client is made; null there too in an open run.
+  std::shared_ptr<AccessControl> access;
 };
 
 void apply_socket_options(zmq::socket_t& socket, const SocketOptions& options);

@@ -285,7 +285,8 @@ void RelayLoop::refuse(const std::string& requester, const zmq::message_t& heade
   wire::Envelope env;
   env.request_id = *request_id;
   env.sender = self_;
-  net::frame_message(env, net::Outgoing::of(wire::ErrorReply{why.code(), why.message()}), out);
+  net::frame_message(env, net::Outgoing::of(wire::ErrorReply{why.code(), why.message()}), out,
+                     options_.socket.access.get());
   send(requester, out);
   count([](RelayStats& s) { ++s.refused; });
 }
@@ -333,7 +334,9 @@ void RelayLoop::expire(SteadyTime now) {
 }
 
 RelayServer::RelayServer(zmq::context_t& context, const crypto::Identity& identity, RelayOptions options)
-    : context_(context), self_(identity.peer_id()), options_(std::move(options)) {}
+    : context_(context), self_(identity.peer_id()), options_(std::move(options)) {
+  if (!options_.socket.access) options_.socket.access = net::AccessControl::process_default();
+}
 
 RelayServer::~RelayServer() { stop(); }
 

@@ -13,7 +13,9 @@ Bytes encode_header(const Envelope& envelope, ByteSpan body) {
       .put("type", static_cast<std::uint64_t>(envelope.type))
       .put("rid", envelope.request_id);
   if (!envelope.sender.is_zero()) header.put_binary("from", envelope.sender.span());
-  header.put("nf", static_cast<std::uint64_t>(envelope.frame_count)).put_encoded("body", body);
+  header.put("nf", static_cast<std::uint64_t>(envelope.frame_count));
+  if (envelope.authenticated) header.put("auth", std::uint64_t{1});
+  header.put_encoded("body", body);
   return header.to_bytes();
 }
 
@@ -36,9 +38,10 @@ Result<DecodedHeader> decode_header(ByteSpan bytes, const Limits& limits) {
   }
 
   Envelope env;
-  std::uint64_t type = 0, frames = 0;
+  std::uint64_t type = 0, frames = 0, authenticated = 0;
   Bytes sender;
   header->get("type", type).get("rid", env.request_id).get("nf", frames).get_optional("from", sender);
+  header->get_optional("auth", authenticated);
   DEDLOC_RETURN_IF_ERROR(header->status());
   if (type == 0 || type > std::numeric_limits<std::uint16_t>::max()) {
     return error(Code::kMalformed, "message type " + std::to_string(type) + " is out of range");
@@ -54,6 +57,7 @@ Result<DecodedHeader> decode_header(ByteSpan bytes, const Limits& limits) {
   }
   env.type = static_cast<MessageType>(type);
   env.frame_count = static_cast<std::uint32_t>(frames);
+  env.authenticated = authenticated != 0;
 
   auto body = header->nested("body");
   if (!body) return body.status();

@@ -1,8 +1,9 @@
 // The envelope: how every dedloc message is framed on a ZeroMQ connection.
 //
 //   frame 0:        msgpack map  {"magic": "dedloc", "ver": 1, "type": u16, "rid": u64,
-//                                  "from": bin(20) (optional), "nf": u32, "body": map}
+//                                  "from": bin(20) (optional), "nf": u32, "auth": 1 (optional), "body": map}
 //   frames 1..nf:   raw payload frames (tensor parts), never re-encoded
+//   frame nf+1:     with "auth": the authentication frame of a private run (wire/auth_frame.hpp)
 //
 // The header is decoded with the Limits; a wrong magic, a wrong version, a frame count that does not
 // match, or any malformed byte is a Status, never a crash. docs/wire-protocol.md specifies this in prose.
@@ -29,6 +30,7 @@ struct Envelope {
   std::uint64_t request_id = 0;      // chosen by the requester, echoed in the reply
   crypto::PeerId sender;             // zero when the sender did not say
   std::uint32_t frame_count = 0;     // payload frames that follow the header
+  bool authenticated = false;        // an authentication frame follows the payload frames
 };
 
 // Encodes the header frame for `envelope`; `body` is the message's fields as an encoded msgpack map

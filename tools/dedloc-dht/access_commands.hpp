@@ -1,0 +1,29 @@
+// dedloc-dht's commands for private runs (issue 7, crypto/access_token.hpp):
+//   identity                         print this peer's PeerID and public key (what an authority signs)
+//   token issue --authority-key FILE --peer-key PUBKEY --name NAME --expires 21d [--out FILE]
+//   token show FILE [--authority PUBKEY]
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "dedloc/cli/app.hpp"
+
+namespace dedloc::tools {
+
+struct TokenIssueOptions {
+  std::string authority_key;  // the authority's identity file
+  std::string peer_key;       // hex public key of the peer
+  std::string name;
+  std::string expires = "30d";
+  std::string out;            // empty: print the token
+  std::string show_path;      // token show FILE
+};
+
+// Parses "21d", "12h", "90m", "3600s" or plain seconds; kInvalidArgument naming --expires.
+Result<double> parse_duration_seconds(std::string_view text);
+
+int print_identity(const cli::CommonFlags& common);
+int issue_token(const TokenIssueOptions& o, const cli::CommonFlags& common);
+int show_token(const TokenIssueOptions& o, const cli::CommonFlags& common);
+
+}  // namespace dedloc::tools
