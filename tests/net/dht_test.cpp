@@ -72,7 +72,7 @@ TEST_CASE("Dictionaries: subkeys from different nodes merge, --latest sees them 
   CHECK(text_of((*plain)->entries.at(0).value) == "new");
 }
 
-TEST_CASE("Owned entries: only the owner writes them, over the network too", "[net][dht]") {
+TEST_CASE("Owned entries: only the owner writes them, and nobody overwrites, extends or deletes them", "[net][dht]") {
   auto swarm = launch(8);
   auto owner = crypto::Identity::generate();
   zmq::context_t context;
@@ -96,6 +96,23 @@ TEST_CASE("Owned entries: only the owner writes them, over the network too", "[n
                    .wait();
   REQUIRE_FALSE(reply.is_ok());
   CHECK(reply.status().code() == Code::kUnauthorized);
+
+  // Nor delete it: the DHT has no delete, and neither an owner's older entry replayed (signed, but expiring
+  // sooner) nor an already expired one replaces what a replica holds. (A node that holds nothing takes the
+  // older entry, and a get merges the newest per subkey, so it changes nothing either.)
+  wire::RecordEntry older{subkey, bytes_of("loss 9.9"), in_an_hour() - 600, {}};
+  REQUIRE(sign_entry(owner, "run_metrics", older).is_ok());
+  wire::RecordEntry expired{subkey, bytes_of(""), SystemClock::instance().unix_seconds() - 1, {}};
+  REQUIRE(sign_entry(owner, "run_metrics", expired).is_ok());
+  for (const auto& replayed : {older, expired}) {
+    for (size_t i = 0; i < swarm->size(); ++i) {
+      if (swarm->node(i).stored_keys() == 0) continue;  // not a replica
+      auto refused = raw.call(swarm->node(i).endpoint(), net::Outgoing::of(wire::DhtStore{"run_metrics", replayed, ""}),
+                              Deadline::after(5s))
+                         .wait();
+      CHECK(refused.status().code() == Code::kRefused);
+    }
+  }
 
   auto record = swarm->node(6).get("run_metrics", GetMode::kLatest, Deadline::after(10s));
   REQUIRE(record.is_ok());
