@@ -650,7 +650,8 @@ size_t Node::stored_keys() const {
 }
 
 NodeStats Node::stats() const {
-  return {rpcs_sent_.load(), rpcs_failed_.load(), Duration(longest_rpc_wait_ns_.load())};
+  return {rpcs_sent_.load(), rpcs_failed_.load(), Duration(longest_rpc_wait_ns_.load()),
+          server_ ? server_->stats() : net::ServerStats{}};
 }
 
 void Node::maintenance_loop() {

@@ -97,6 +97,7 @@ struct NodeStats {
   std::uint64_t rpcs_sent = 0;
   std::uint64_t rpcs_failed = 0;      // timed out, refused or garbled
   Duration longest_rpc_wait{0};       // the longest any RPC of ours waited for its outcome
+  net::ServerStats server;            // requests others sent us (none for a client-mode node)
 };
 
 class Node {

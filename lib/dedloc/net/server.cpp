@@ -1,6 +1,7 @@
 #include "dedloc/net/server.hpp"
 
 #include <deque>
+#include <unordered_map>
 
 #include "dedloc/core/clock.hpp"
 #include "dedloc/net/mailbox.hpp"
@@ -36,9 +37,17 @@ class ServerLoop : public std::enable_shared_from_this<ServerLoop> {
       mailbox_.push(std::move(reply));
     }
   }
-  ServerStats stats() const { return {requests_.load(), rejected_.load()}; }
+  ServerStats stats() const { return {requests_.load(), rejected_.load(), rate_limited_.load()}; }
 
  private:
+  struct Bucket {
+    double requests = 0;
+    double bytes = 0;
+    TimePoint refilled;
+  };
+  // Takes one request of `bytes` from the connection's buckets; false when it is over its limits.
+  bool within_limits(const std::string& routing_id, size_t bytes);
+
   void receive_one();
   void dispatch(std::string routing_id, std::vector<zmq::message_t> parts);
   void reject(const std::string& routing_id, std::uint64_t request_id, const Status& status);
@@ -51,8 +60,37 @@ class ServerLoop : public std::enable_shared_from_this<ServerLoop> {
   Mailbox<QueuedReply> mailbox_;
   std::atomic<bool> stopping_{false};
   std::thread::id thread_id_;
-  std::atomic<std::uint64_t> requests_{0}, rejected_{0};
+  std::atomic<std::uint64_t> requests_{0}, rejected_{0}, rate_limited_{0};
+  std::unordered_map<std::string, Bucket> buckets_;  // by routing id; loop thread only
 };
+
+bool ServerLoop::within_limits(const std::string& routing_id, size_t bytes) {
+  const auto& limits = options_.peer_limits;
+  if (limits.requests_per_second <= 0 && limits.bytes_per_second <= 0) return true;
+  const auto now = std::chrono::steady_clock::now();
+  auto it = buckets_.find(routing_id);
+  if (it == buckets_.end()) {
+    if (buckets_.size() >= limits.max_tracked) {
+      // Forget connections idle long enough to have refilled; if that frees nothing, start over (a peer
+      // opening thousands of connections gets fresh buckets, each still bounded).
+      std::erase_if(buckets_, [&](const auto& b) { return now - b.second.refilled > std::chrono::seconds(10); });
+      if (buckets_.size() >= limits.max_tracked) buckets_.clear();
+    }
+    it = buckets_.emplace(routing_id, Bucket{limits.request_burst, limits.byte_burst, now}).first;
+  }
+  Bucket& b = it->second;
+  const double elapsed = std::chrono::duration<double>(now - b.refilled).count();
+  b.refilled = now;
+  b.requests = std::min(limits.request_burst, b.requests + elapsed * limits.requests_per_second);
+  b.bytes = std::min(limits.byte_burst, b.bytes + elapsed * limits.bytes_per_second);
+  const bool requests_ok = limits.requests_per_second <= 0 || b.requests >= 1;
+  const bool bytes_ok = limits.bytes_per_second <= 0 || b.bytes >= static_cast<double>(bytes) ||
+                        b.bytes >= limits.byte_burst;  // a message larger than the burst passes a full bucket
+  if (!requests_ok || !bytes_ok) return false;
+  b.requests -= 1;
+  b.bytes -= static_cast<double>(bytes);
+  return true;
+}
 
 void Replier::send(Outgoing reply) const {
   if (auto loop = loop_.lock()) loop->queue_reply({routing_id_, request_id_, std::move(reply)});
@@ -130,6 +168,14 @@ void ServerLoop::receive_one() {
     return;
   }
   parts.erase(parts.begin());
+  size_t bytes = 0;
+  for (const auto& part : parts) bytes += part.size();
+  if (!within_limits(routing_id, bytes)) {
+    ++rate_limited_;
+    auto rid = wire::peek_request_id({parts[0].data<std::uint8_t>(), parts[0].size()}, options_.socket.limits);
+    reject(routing_id, rid.value_or(0), error(Code::kRefused, "over this connection's request rate; slow down"));
+    return;
+  }
   dispatch(std::move(routing_id), std::move(parts));
 }
 

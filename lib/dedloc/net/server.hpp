@@ -6,6 +6,12 @@
 // (random bytes, truncated frames, wrong magic or version, over a limit) are answered with an ErrorReply
 // when the request id is readable, otherwise dropped; either way the server keeps serving everyone else.
 // Built in: Ping -> Pong, Probe -> ProbeReply.
+//
+// Flood control (issue 7): ZeroMQ already takes requests from the connections in turn (fair queuing), so a
+// peer flooding one connection delays another peer's request by at most the requests ahead of it in that
+// turn. On top, each connection has token buckets for requests and bytes (PeerRateLimits): a request
+// over them is answered at once with kRefused, and its handler never runs, so a flood costs this peer
+// little work and no memory beyond the bounded queues (SocketOptions' high-water marks).
 #pragma once
 
 #include <atomic>
@@ -26,6 +32,16 @@
 
 namespace dedloc::net {
 
+// Per connection (a peer's socket to us). A peer may open several connections; the buckets bound each, and
+// `max_tracked` bounds how many are remembered (idle ones are forgotten first).
+struct PeerRateLimits {
+  double requests_per_second = 20000;   // sustained; 0: no request limit
+  double request_burst = 20000;         // the bucket's size
+  double bytes_per_second = 4.0 * (1u << 30);  // sustained, header and payload frames; 0: no byte limit
+  double byte_burst = 1.0 * (1u << 30);
+  size_t max_tracked = 4096;
+};
+
 struct ServerOptions {
   std::string listen = "tcp://127.0.0.1:0";  // ZeroMQ endpoint to bind; port 0 picks a free port
   crypto::PeerId self;                        // written as the sender of every reply
@@ -35,11 +51,13 @@ struct ServerOptions {
   // More endpoints on the same socket, e.g. "inproc://NAME" for a relay link in this process (requests that
   // arrive through a relay then skip a loopback TCP hop).
   std::vector<std::string> also_listen;
+  PeerRateLimits peer_limits;
 };
 
 struct ServerStats {
   std::uint64_t requests = 0;   // decoded and dispatched
   std::uint64_t rejected = 0;   // malformed, wrong version, over a limit, unknown type
+  std::uint64_t rate_limited = 0;  // refused before decoding: the connection was over its PeerRateLimits
 };
 
 class ServerLoop;  // the loop thread's state (server.cpp)

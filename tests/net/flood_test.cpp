@@ -1,0 +1,118 @@
+// A flood (issue 7): one peer sends DHT requests to a node as fast as its socket takes them, for a bounded
+// time, while another peer keeps asking the same node. The other peer's median latency stays within 2x of
+// what it was without the flood, the node's memory stays bounded, and the flooder meets the node's
+// per-connection rate limit (its requests are refused before any handler runs).
+//
+// Its own binary, run alone (RUN_SERIAL): it fills the machine on purpose, and a neighbouring test's load
+// would be measured as latency.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "dedloc/dht/local_swarm.hpp"
+#include "dedloc/net/client.hpp"
+#include "dedloc/wire/messages.hpp"
+#include "support/quiet_swarm.hpp"
+
+using namespace dedloc;
+using namespace std::chrono_literals;
+
+namespace {
+
+// This process's resident memory now, in MiB (/proc/self/status VmRSS).
+double resident_mib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return 0;
+}
+
+// The median round trip of Pings to `endpoint`, one after another for `how_long`, in ms.
+double median_ping_ms(net::Client& client, const std::string& endpoint, Duration how_long) {
+  std::vector<double> ms;
+  const auto end = std::chrono::steady_clock::now() + how_long;
+  while (std::chrono::steady_clock::now() < end) {
+    const auto start = std::chrono::steady_clock::now();
+    auto pong = client.ask<wire::Pong>(endpoint, wire::Ping{1}, 5s);
+    REQUIRE(pong.is_ok());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// One peer sending DhtFindNode requests on one connection as fast as the socket takes them (never waiting
+// for replies, which it drains and drops), from its own ZeroMQ context, until stopped.
+class Flooder {
+ public:
+  explicit Flooder(const std::string& endpoint) {
+    thread_ = std::thread([this, endpoint] { run(endpoint); });
+  }
+  ~Flooder() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  std::uint64_t sent() const { return sent_; }
+
+ private:
+  void run(const std::string& endpoint) {
+    zmq::context_t context;
+    zmq::socket_t socket(context, zmq::socket_type::dealer);
+    socket.set(zmq::sockopt::linger, 0);
+    socket.connect(endpoint);
+    wire::Envelope env;
+    env.sender = crypto::Identity::generate().peer_id();
+    std::vector<zmq::message_t> request;
+    net::frame_message(env, net::Outgoing::of(wire::DhtFindNode{crypto::Identity::generate().peer_id(), ""}), request);
+    while (!stop_) {
+      zmq::message_t copy(request[0].data(), request[0].size());
+      if (socket.send(copy, zmq::send_flags::dontwait)) ++sent_;
+      zmq::message_t reply;
+      while (socket.recv(reply, zmq::recv_flags::dontwait)) {
+      }
+    }
+  }
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> sent_{0};
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("A flooding peer leaves another peer's latency within 2x and the node's memory bounded", "[net][flood]") {
+  auto swarm = test::quiet_swarm(4);
+  const std::string target = swarm->node(0).endpoint();
+  zmq::context_t context;
+  net::Client other(context, {.self = crypto::Identity::generate().peer_id()});
+  (void)median_ping_ms(other, target, 300ms);  // warm: connection, caches
+
+  // Alternate calm and flood, three times each, and compare the medians of the medians.
+  std::vector<double> calm, flooded;
+  std::uint64_t flood_requests = 0;
+  const double memory_before = resident_mib();
+  double memory_peak = memory_before;
+  for (int round = 0; round < 3; ++round) {
+    calm.push_back(median_ping_ms(other, target, 1s));
+    Flooder flooder(target);
+    std::this_thread::sleep_for(200ms);  // let the flood fill the queues before measuring
+    flooded.push_back(median_ping_ms(other, target, 1s));
+    memory_peak = std::max(memory_peak, resident_mib());
+    flooder.stop();
+    flood_requests += flooder.sent();
+  }
+  std::sort(calm.begin(), calm.end());
+  std::sort(flooded.begin(), flooded.end());
+  const auto stats = swarm->node(0).stats().server;
+  WARN("ping median " << calm[1] << " ms calm, " << flooded[1] << " ms flooded; the flooder sent " << flood_requests
+                      << " requests, " << stats.rate_limited << " refused by the rate limit, " << stats.requests
+                      << " served in all; memory " << memory_before << " -> " << memory_peak << " MiB");
+  CHECK(flooded[1] <= 2 * calm[1]);
+  CHECK(stats.rate_limited > 0);               // the flooder met its connection's limit
+  CHECK(memory_peak - memory_before < 256);    // bounded queues, no per-request growth
+}
