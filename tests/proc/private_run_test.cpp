@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/process.hpp"
+#include "support/private_run.hpp"
 #include "support/test_paths.hpp"
 
 using namespace dedloc;
@@ -23,56 +24,25 @@ const std::string& dht_binary() {
 
 test::CommandOutput dht(const std::string& args) { return test::run_command(dht_binary() + " " + args); }
 
-// `dedloc-dht identity` for the key file at `path` (created): its public key.
-std::string public_key(const std::string& path) {
-  auto out = dht("--identity " + path + " identity --json");
-  REQUIRE(out.exit_code == 0);
-  return nlohmann::json::parse(out.output)["public_key"].get<std::string>();
+// A `dedloc-dht serve` member of the run: the process and its address.
+std::pair<test::ChildProcess, std::string> serve(const test::PrivateRun& run, const std::string& name,
+                                                 const std::string& initial_peer = "") {
+  std::vector<std::string> argv{dht_binary(), "--log-level", "warning"};
+  for (auto& flag : run.member(name)) argv.push_back(flag);
+  argv.insert(argv.end(), {"serve", "--listen", "tcp://127.0.0.1:0"});
+  if (!initial_peer.empty()) argv.insert(argv.end(), {"--initial-peers", initial_peer});
+  auto [node, ready] = test::start_ready(argv);
+  return {std::move(node), ready["endpoints"][0].get<std::string>()};
 }
-
-std::string joined(const std::vector<std::string>& words) {
-  std::string out;
-  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
-
-struct Run {
-  test::ScopedTempDir scoped_dir{"dedloc-private-run"};
-  std::string dir = scoped_dir.path.string();
-  std::string authority_key = dir + "/authority.key";
-  std::string authority = public_key(authority_key);
-
-  // The flags of a peer with its own identity and a token for it from `signer_key` (the run's authority
-  // unless given), valid for `expires` ("1d", "1s").
-  std::vector<std::string> member(const std::string& name, const std::string& expires = "1d",
-                                  const std::string& signer_key = "") {
-    const std::string key = dir + "/" + name + ".key";
-    const std::string token = dir + "/" + name + ".token";
-    auto issued = dht("token issue --authority-key " + (signer_key.empty() ? authority_key : signer_key) +
-                      " --peer-key " + public_key(key) + " --name " + name + " --expires " + expires + " --out " + token);
-    INFO(issued.output);
-    REQUIRE(issued.exit_code == 0);
-    return {"--identity", key, "--token", token, "--authority", authority};
-  }
-
-  std::pair<test::ChildProcess, std::string> serve(const std::string& name, const std::string& initial_peer = "") {
-    std::vector<std::string> argv{dht_binary(), "--log-level", "warning"};
-    for (auto& flag : member(name)) argv.push_back(flag);
-    argv.insert(argv.end(), {"serve", "--listen", "tcp://127.0.0.1:0"});
-    if (!initial_peer.empty()) argv.insert(argv.end(), {"--initial-peers", initial_peer});
-    auto [node, ready] = test::start_ready(argv);
-    return {std::move(node), ready["endpoints"][0].get<std::string>()};
-  }
-};
 
 }  // namespace
 
 TEST_CASE("A private run: members join and store, outsiders are refused with the reason", "[proc][access]") {
-  Run run;
-  auto [first, first_address] = run.serve("first");
-  auto [second, second_address] = run.serve("second", first_address);  // a member joins through a member
+  test::PrivateRun run;
+  auto [first, first_address] = serve(run, "first");
+  auto [second, second_address] = serve(run, "second", first_address);  // a member joins through a member
 
-  const std::string alice = joined(run.member("alice"));
+  const std::string alice = test::joined(run.member("alice"));
   auto stored = dht(alice + " store greeting hello --initial-peers " + second_address + " --json");
   INFO(stored.output);
   REQUIRE(stored.exit_code == 0);
@@ -89,10 +59,10 @@ TEST_CASE("A private run: members join and store, outsiders are refused with the
     CHECK_THAT(outsider.output, Catch::Contains("--authority and --token"));
   }
   SECTION("a token from another authority") {
-    const std::string other_authority = run.dir + "/other-authority.key";
-    (void)public_key(other_authority);
+    const std::string other_authority = run.dir() + "/other-authority.key";
+    (void)test::PrivateRun::public_key(other_authority);
     auto flags = run.member("mallory", "1d", other_authority);
-    auto refused = dht(joined(flags) + " get greeting --initial-peers " + first_address);
+    auto refused = dht(test::joined(flags) + " get greeting --initial-peers " + first_address);
     INFO(refused.output);
     CHECK(refused.exit_code != 0);
     CHECK_THAT(refused.output, Catch::Contains("not this run's authority"));
@@ -100,7 +70,7 @@ TEST_CASE("A private run: members join and store, outsiders are refused with the
   SECTION("an expired token: refused before the peer starts, naming the flag") {
     auto flags = run.member("late", "1s");
     std::this_thread::sleep_for(1100ms);  // the token's lifetime, not a wait for the system under test
-    auto refused = dht(joined(flags) + " get greeting --initial-peers " + first_address);
+    auto refused = dht(test::joined(flags) + " get greeting --initial-peers " + first_address);
     INFO(refused.output);
     CHECK(refused.exit_code != 0);
     CHECK_THAT(refused.output, Catch::Contains("--token"));
@@ -108,14 +78,14 @@ TEST_CASE("A private run: members join and store, outsiders are refused with the
   }
   SECTION("a token issued to someone else") {
     auto flags = run.member("bob");
-    flags[1] = run.dir + "/not-bob.key";  // bob's token with another identity
-    auto refused = dht(joined(flags) + " get greeting --initial-peers " + first_address);
+    flags[1] = run.dir() + "/not-bob.key";  // bob's token with another identity
+    auto refused = dht(test::joined(flags) + " get greeting --initial-peers " + first_address);
     INFO(refused.output);
     CHECK(refused.exit_code != 0);
     CHECK_THAT(refused.output, Catch::Contains("not to this identity"));
   }
   SECTION("--authority without --token") {
-    auto refused = dht("--authority " + run.authority + " get greeting --initial-peers " + first_address);
+    auto refused = dht("--authority " + run.authority() + " get greeting --initial-peers " + first_address);
     CHECK(refused.exit_code == 2);
     CHECK_THAT(refused.output, Catch::Contains("--authority needs --token FILE"));
   }
