@@ -29,7 +29,7 @@ std::pair<test::ChildProcess, std::string> serve(const test::PrivateRun& run, co
                                                  const std::string& initial_peer = "") {
   std::vector<std::string> argv{dht_binary(), "--log-level", "warning"};
   for (auto& flag : run.member(name)) argv.push_back(flag);
-  argv.insert(argv.end(), {"serve", "--listen", "tcp://127.0.0.1:0"});
+  argv.insert(argv.end(), {"serve", "--listen", "tcp://127.0.0.1:0", "--revocation-refresh", "1"});
   if (!initial_peer.empty()) argv.insert(argv.end(), {"--initial-peers", initial_peer});
   auto [node, ready] = test::start_ready(argv);
   return {std::move(node), ready["endpoints"][0].get<std::string>()};
@@ -83,6 +83,27 @@ TEST_CASE("A private run: members join and store, outsiders are refused with the
     INFO(refused.output);
     CHECK(refused.exit_code != 0);
     CHECK_THAT(refused.output, Catch::Contains("not to this identity"));
+  }
+  SECTION("revoked by the authority: refused once the nodes have read the list") {
+    auto bob = run.member("bob");
+    const std::string bob_key = test::PrivateRun::public_key(run.dir() + "/bob.key");
+    REQUIRE(dht(test::joined(bob) + " get greeting --initial-peers " + first_address).exit_code == 0);
+    auto revoked = dht("token revoke --authority-key " + run.authority_key() + " --peer-key " + bob_key +
+                       " --initial-peers " + first_address);
+    INFO(revoked.output);
+    REQUIRE(revoked.exit_code == 0);
+    CHECK_THAT(revoked.output, Catch::Contains("the list holds 1 key"));
+    // The nodes read the list every second: poll until bob is refused, for 20 s at most.
+    test::CommandOutput refused;
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    do {
+      refused = dht(test::joined(bob) + " get greeting --initial-peers " + first_address);
+    } while (refused.exit_code == 0 && std::chrono::steady_clock::now() < until);
+    INFO(refused.output);
+    CHECK(refused.exit_code != 0);
+    CHECK_THAT(refused.output, Catch::Contains("revoked"));
+    // Alice is still served.
+    CHECK(dht(alice + " get greeting --initial-peers " + second_address).exit_code == 0);
   }
   SECTION("--authority without --token") {
     auto refused = dht("--authority " + run.authority() + " get greeting --initial-peers " + first_address);

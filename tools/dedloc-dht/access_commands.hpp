@@ -2,6 +2,7 @@
 //   identity                         print this peer's PeerID and public key (what an authority signs)
 //   token issue --authority-key FILE --peer-key PUBKEY --name NAME --expires 21d [--out FILE]
 //   token show FILE [--authority PUBKEY]
+//   token revoke --authority-key FILE --peer-key PUBKEY --initial-peers ADDR   (dht/revocations.hpp)
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,8 @@ struct TokenIssueOptions {
   std::string expires = "30d";
   std::string out;            // empty: print the token
   std::string show_path;      // token show FILE
+  std::vector<std::string> initial_peers;  // token revoke
+  double timeout_seconds = 10;
 };
 
 // Parses "21d", "12h", "90m", "3600s" or plain seconds; kInvalidArgument naming --expires.
@@ -25,5 +28,6 @@ Result<double> parse_duration_seconds(std::string_view text);
 int print_identity(const cli::CommonFlags& common);
 int issue_token(const TokenIssueOptions& o, const cli::CommonFlags& common);
 int show_token(const TokenIssueOptions& o, const cli::CommonFlags& common);
+int revoke_token(const TokenIssueOptions& o, const cli::CommonFlags& common);
 
 }  // namespace dedloc::tools

@@ -7,6 +7,7 @@
 //   dedloc-dht identity --identity FILE              (private runs: access_commands.hpp)
 //   dedloc-dht token issue --authority-key FILE --peer-key PUBKEY --name NAME --expires 21d [--out FILE]
 //   dedloc-dht token show FILE [--authority PUBKEY]
+//   dedloc-dht token revoke --authority-key FILE --peer-key PUBKEY --initial-peers ADDR
 #include <iostream>
 
 #include "dedloc/cli/app.hpp"
@@ -34,6 +35,7 @@ struct Options {
   std::string announce;
   bool client_mode = false;
   double maintenance_seconds = 300;
+  double revocation_refresh_seconds = 30;
   std::uint64_t replicas = 5;
   // store / get
   std::string key;
@@ -50,6 +52,7 @@ void read_options(dedloc::ConfigReader& reader, Options& o) {
   reader.read("announce", o.announce);
   reader.read("client_mode", o.client_mode);
   reader.read("maintenance_interval_seconds", o.maintenance_seconds);
+  reader.read("revocation_refresh_seconds", o.revocation_refresh_seconds);
   reader.read("replicas", o.replicas);
   reader.read("timeout_seconds", o.timeout_seconds);
 }
@@ -87,6 +90,7 @@ int serve(const Options& o, const cli::CommonFlags& common) {
   options.client_mode = o.client_mode;
   options.replicas = o.replicas;
   options.maintenance_interval = dedloc::from_seconds(o.maintenance_seconds);
+  options.revocation_refresh = dedloc::from_seconds(o.revocation_refresh_seconds);
   zmq::context_t context;
   dht::Node node(context, std::move(*identity), options);
   cli::install_shutdown_handlers();
@@ -202,6 +206,9 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--maintenance-interval", o.maintenance_seconds,
                         "seconds between re-storing held records to their current nearest nodes (0: never)")
       ->capture_default_str();
+  serve_cmd->add_option("--revocation-refresh", o.revocation_refresh_seconds,
+                        "a private run: seconds between reads of the authority's revocation list (0: never)")
+      ->capture_default_str();
 
   auto* store_cmd = app.add_subcommand("store", "store VALUE under KEY (JSON values are stored as msgpack, others as strings)");
   store_cmd->add_option("KEY", o.key, "the key name")->required();
@@ -233,6 +240,10 @@ int main(int argc, char** argv) {
   auto* show_cmd = token_cmd->add_subcommand("show", "print a token's peer, name, expiry and authority; with "
                                                      "--authority, whether it is valid for that run (exit 1 if not)");
   show_cmd->add_option("FILE", token.show_path, "the token file")->required();
+  auto* revoke_cmd = token_cmd->add_subcommand("revoke", "as the run's authority, add a peer's key to the run's "
+                                                         "revocation list in the DHT (peers refuse it from then on)");
+  revoke_cmd->add_option("--authority-key", token.authority_key, "the authority's identity file")->required();
+  revoke_cmd->add_option("--peer-key", token.peer_key, "the public key (hex) whose tokens to revoke")->required();
 
   if (auto exit = cli::parse(app, argc, argv)) return *exit;
   if (auto status = cli::setup_logging(common, dedloc::Logger::global()); !status.is_ok()) {
@@ -242,6 +253,7 @@ int main(int argc, char** argv) {
   if (common.print_config) {
     nlohmann::json effective{{"initial_peers", o.initial_peers}, {"listen", o.listen}, {"announce", o.announce},
                              {"client_mode", o.client_mode}, {"maintenance_interval_seconds", o.maintenance_seconds},
+                             {"revocation_refresh_seconds", o.revocation_refresh_seconds},
                              {"replicas", o.replicas}, {"timeout_seconds", o.timeout_seconds}};
     std::cout << effective.dump(2) << "\n";
     return cli::kExitOk;
@@ -253,5 +265,10 @@ int main(int argc, char** argv) {
   if (*identity_cmd) return dedloc::tools::print_identity(common);
   if (*issue_cmd) return dedloc::tools::issue_token(token, common);
   if (*show_cmd) return dedloc::tools::show_token(token, common);
+  if (*revoke_cmd) {
+    token.initial_peers = o.initial_peers;
+    token.timeout_seconds = o.timeout_seconds;
+    return dedloc::tools::revoke_token(token, common);
+  }
   return cli::kExitUsage;
 }

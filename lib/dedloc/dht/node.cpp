@@ -1,5 +1,7 @@
 #include "dedloc/dht/node.hpp"
 
+#include "dedloc/dht/revocations.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -92,6 +94,10 @@ Status Node::start() {
   }
   started_ = true;
   if (options_.maintenance_interval > Duration::zero()) maintenance_ = std::thread([this] { maintenance_loop(); });
+  auto access = options_.socket.access ? options_.socket.access : net::AccessControl::process_default();
+  if (access && options_.revocation_refresh > Duration::zero()) {
+    revocation_watch_ = std::thread([this, access] { revocation_loop(access); });
+  }
   // A one-shot client (no server) is a command-line tool's helper: its life story is debug detail.
   LogLevel level = server_ ? LogLevel::kInfo : LogLevel::kDebug;
   Logger::Line(options_.log, level, kLog) << "node " << id().short_string() << (options_.client_mode ? " (client mode)" : "")
@@ -106,6 +112,7 @@ void Node::stop() {
   }
   maintenance_wake_.notify_all();
   if (maintenance_.joinable()) maintenance_.join();
+  if (revocation_watch_.joinable()) revocation_watch_.join();
   if (server_) server_->stop();
   client_.reset();  // fails our calls in flight with kCancelled; never waits on remote peers
 }
@@ -652,6 +659,26 @@ size_t Node::stored_keys() const {
 NodeStats Node::stats() const {
   return {rpcs_sent_.load(), rpcs_failed_.load(), Duration(longest_rpc_wait_ns_.load()),
           server_ ? server_->stats() : net::ServerStats{}};
+}
+
+void Node::revocation_loop(std::shared_ptr<net::AccessControl> access) {
+  size_t revoked = 0;
+  std::unique_lock lock(maintenance_mutex_);
+  do {
+    lock.unlock();
+    // Before bootstrap, or while the DHT is unreachable, this fails: the list stays as it was until a read
+    // succeeds (a revocation takes effect once a node has seen it).
+    auto list = read_revocations(*this, access->authority(), Deadline::after(options_.rpc_timeout * 3));
+    if (list && list->has_value()) {
+      if ((*list)->size() != revoked) {
+        Logger::Line(options_.log, LogLevel::kInfo, kLog) << "the authority's revocation list holds "
+                                                          << (*list)->size() << " key(s)";
+      }
+      revoked = (*list)->size();
+      access->set_revoked(std::move(**list));
+    }
+    lock.lock();
+  } while (!maintenance_wake_.wait_for(lock, options_.revocation_refresh, [&] { return stopping_.load(); }));
 }
 
 void Node::maintenance_loop() {

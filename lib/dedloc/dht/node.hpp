@@ -62,6 +62,9 @@ struct NodeOptions {
   // Every interval: purge expired records, re-store held records to their current nearest nodes, and
   // refresh our neighbourhood. Zero: never (tests and tools call republish() themselves).
   Duration maintenance_interval = std::chrono::minutes(5);
+  // In a private run (an access control in `socket`, or the process's): how often the node reads the
+  // authority's revocation list (dht/revocations.hpp) and hands it to the access control. Zero: never.
+  Duration revocation_refresh = std::chrono::seconds(30);
 
   StorageLimits storage;
   ValidatorOptions validation;
@@ -140,6 +143,7 @@ class Node {
   RecordValidator& validator() { return validator_; }
 
   const crypto::PeerId& id() const { return identity_.peer_id(); }
+  const crypto::Identity& identity() const { return identity_; }
   const crypto::PublicKey& public_key() const { return identity_.public_key(); }
   // Where we can be dialled ("tcp://host:port"); empty without a server. A client-mode node serves local
   // tools there but never tells other nodes.
@@ -181,6 +185,7 @@ class Node {
   void check_reachable(const std::string& endpoint, const crypto::PeerId& expected, net::Replier replier);
   std::vector<wire::ContactInfo> nearest_infos(const PeerId& target) const;
   void maintenance_loop();
+  void revocation_loop(std::shared_ptr<net::AccessControl> access);
 
   zmq::context_t& context_;
   crypto::Identity identity_;
@@ -210,6 +215,7 @@ class Node {
   std::condition_variable maintenance_wake_;
   std::atomic<bool> stopping_{false};  // lookups and republishing give up early once set
   std::thread maintenance_;
+  std::thread revocation_watch_;
   bool started_ = false;
 };
 
