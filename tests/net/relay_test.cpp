@@ -243,3 +243,57 @@ TEST_CASE("A keeper re-attaches to a second relay when its relay dies", "[net][r
   std::lock_guard lock(mutex);
   CHECK(moves.size() == 2);
 }
+
+TEST_CASE("A private run's relay attaches members only, and their requests are checked end to end",
+          "[net][relay][access]") {
+  zmq::context_t context;
+  auto authority = crypto::Identity::generate();
+  auto access_for = [&](const crypto::Identity& who, const crypto::Identity& signer) {
+    auto token = crypto::AccessToken::issue(signer, who.public_key(), "member",
+                                            static_cast<std::uint64_t>(SystemClock::instance().unix_seconds() + 600));
+    REQUIRE(token.is_ok());
+    auto access = AccessControl::create(who, {.authority = signer.public_key(), .token = *token});
+    REQUIRE(access.is_ok());
+    return *access;
+  };
+  auto relay_id = crypto::Identity::generate();
+  relay::RelayOptions relay_options{.listen = "tcp://127.0.0.1:0"};
+  relay_options.socket.access = access_for(relay_id, authority);
+  relay::RelayServer relay(context, relay_id, relay_options);
+  REQUIRE(relay.start().is_ok());
+
+  // A peer that runs its server and link with a member's access control (or none).
+  auto attach = [&](const crypto::Identity& who, std::shared_ptr<AccessControl> access) {
+    SocketOptions socket;
+    socket.access = access;
+    auto server = std::make_unique<Server>(context, ServerOptions{.listen = "tcp://127.0.0.1:0", .self = who.peer_id(), .socket = socket});
+    REQUIRE(server->start().is_ok());
+    auto link = std::make_unique<RelayLink>(context, who, RelayLinkOptions{.relay = address_of(relay, relay_id),
+                                                                        .local_endpoint = server->endpoint(),
+                                                                        .socket = socket});
+    return std::make_pair(std::move(server), std::move(link));
+  };
+
+  auto member = crypto::Identity::generate();
+  auto [member_server, member_link] = attach(member, access_for(member, authority));
+  REQUIRE(member_link->start().is_ok());
+
+  auto outsider = crypto::Identity::generate();
+  auto [outsider_server, outsider_link] = attach(outsider, nullptr);
+  auto refused = outsider_link->start();
+  CHECK(refused.code() == Code::kUnauthorized);
+  CHECK_THAT(refused.message(), Catch::Contains("private run"));
+  auto stranger = crypto::Identity::generate();
+  auto [stranger_server, stranger_link] = attach(stranger, access_for(stranger, crypto::Identity::generate()));
+  CHECK_THAT(stranger_link->start().message(), Catch::Contains("not this run's authority"));
+
+  // Through the relay, a member's request is served and an outsider's is refused by the member itself.
+  auto asker = crypto::Identity::generate();
+  SocketOptions member_socket;
+  member_socket.access = access_for(asker, authority);
+  Client member_client(context, {.self = asker.peer_id(), .socket = member_socket});
+  CHECK(ping(member_client, member_link->address()).is_ok());
+  Client outsider_client(context, {.self = outsider.peer_id()});
+  auto outsider_ping = ping(outsider_client, member_link->address());
+  CHECK(outsider_ping.status().code() == Code::kUnauthorized);
+}

@@ -128,6 +128,14 @@ Status AccessControl::check(ByteSpan header, const crypto::PeerId& sender, std::
   return outcome;
 }
 
+Status AccessControl::admit(ByteSpan token, const crypto::PeerId& holder) {
+  if (token.empty()) {
+    return error(Code::kUnauthorized, "this run is private: no access token (start the peer with --authority and --token)");
+  }
+  crypto::PublicKey key{};
+  return check_token(Bytes(token.begin(), token.end()), holder, options_.clock->unix_seconds(), key);
+}
+
 void AccessControl::set_revoked(std::set<crypto::PublicKey> revoked) {
   std::lock_guard lock(mutex_);
   revoked_ = std::move(revoked);

@@ -57,6 +57,9 @@ class AccessControl {
   // Whether the message with this header, from `sender`, and this authentication frame (nullopt: it came
   // without one) may be accepted. kUnauthorized with the reason (kRefused when the replay memory is full).
   Status check(ByteSpan header, const crypto::PeerId& sender, std::optional<ByteSpan> auth_frame);
+  // Whether `token` (an access token's binary form; empty: none) admits `holder` to the run: the checks of
+  // a message's token, without a message (a relay admitting an attaching peer). kUnauthorized with the reason.
+  Status admit(ByteSpan token, const crypto::PeerId& holder);
   // Replaces the set of revoked peer keys (a revocation list published by the authority).
   void set_revoked(std::set<crypto::PublicKey> revoked);
 

@@ -201,7 +201,10 @@ Status RelayLink::start() {
   auto now_ms = static_cast<std::uint64_t>(SystemClock::instance().unix_seconds() * 1000);
   std::vector<zmq::message_t> attach;
   push_frame(attach, wire::encode_relay_frame(RelayTag::kAttach));
-  push_frame(attach, wire::encode_attach_proof(identity_, *options_.relay.peer_id, now_ms));
+  // In a private run the relay admits only members: our token goes with the proof.
+  auto access = options_.socket.access ? options_.socket.access : AccessControl::process_default();
+  Bytes token = access ? access->token().encode() : Bytes{};
+  push_frame(attach, wire::encode_attach_proof(identity_, *options_.relay.peer_id, now_ms, token));
   if (!send_message(socket, attach)) return error(Code::kUnavailable, "cannot send to relay " + options_.relay.to_string());
 
   auto deadline = Deadline::after(options_.attach_timeout);

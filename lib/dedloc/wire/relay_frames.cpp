@@ -54,13 +54,26 @@ Result<std::optional<RelayFrame>> decode_relay_frame(ByteSpan frame) {
   return std::optional<RelayFrame>(std::move(out));
 }
 
-Bytes encode_attach_proof(const crypto::Identity& identity, const crypto::PeerId& relay, std::uint64_t unix_ms) {
+Bytes encode_attach_proof(const crypto::Identity& identity, const crypto::PeerId& relay, std::uint64_t unix_ms,
+                          ByteSpan access_token) {
   auto signature = identity.sign(attach_message(relay, unix_ms));
   MapWriter out;
   out.put_binary("key", ByteSpan(identity.public_key().data(), identity.public_key().size()))
       .put("t", unix_ms)
       .put_binary("sig", ByteSpan(signature.data(), signature.size()));
+  if (!access_token.empty()) out.put_binary("tok", access_token);
   return out.to_bytes();
+}
+
+Result<Bytes> attach_proof_token(ByteSpan proof) {
+  auto object = unpack_bounded(proof, Limits{}, "relay attach");
+  if (!object) return object.status();
+  auto reader = MapReader::of((*object)->get(), "relay attach");
+  if (!reader) return reader.status();
+  Bytes token;
+  reader->get_optional("tok", token);
+  DEDLOC_RETURN_IF_ERROR(reader->status());
+  return token;
 }
 
 Result<crypto::PeerId> verify_attach_proof(ByteSpan proof, const crypto::PeerId& relay, std::uint64_t now_ms,

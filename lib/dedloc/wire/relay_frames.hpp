@@ -20,7 +20,9 @@
 // Attach proof, a msgpack map {"key": bin32 public key, "t": uint unix milliseconds, "sig": bin64}: an
 // ed25519 signature over "dedloc-relay-attach-v1" || relay PeerID (20) || t (u64 little-endian). It binds
 // the circuit to the key's PeerID for this relay only, within a time window, so nobody can take over
-// another peer's circuit or replay an old attach elsewhere.
+// another peer's circuit or replay an old attach elsewhere. In a private run the map also holds "tok": bin,
+// the peer's access token (crypto/access_token.hpp), which the relay checks against the run's authority
+// and the key (it needs no signature of its own: the authority's covers it, and it names the key).
 #pragma once
 
 #include <cstdint>
@@ -55,11 +57,15 @@ Bytes encode_relay_frame(RelayTag tag, ByteSpan id = {});
 // tag, an over-long id, or an 'F' whose id is not 20 bytes.
 Result<std::optional<RelayFrame>> decode_relay_frame(ByteSpan frame);
 
-Bytes encode_attach_proof(const crypto::Identity& identity, const crypto::PeerId& relay, std::uint64_t unix_ms);
+Bytes encode_attach_proof(const crypto::Identity& identity, const crypto::PeerId& relay, std::uint64_t unix_ms,
+                          ByteSpan access_token = {});
 // The PeerID the proof attaches; kUnauthorized when the signature does not verify or `t` is more than
 // `window_ms` away from `now_ms`; kMalformed for anything that does not decode.
 Result<crypto::PeerId> verify_attach_proof(ByteSpan proof, const crypto::PeerId& relay, std::uint64_t now_ms,
                                            std::uint64_t window_ms);
+
+// The access token a proof carries (empty when it has none); kMalformed when the proof does not decode.
+Result<Bytes> attach_proof_token(ByteSpan proof);
 
 // The relay's answer to an attach, a msgpack map {"code": uint (0: attached), "why": str}.
 Bytes encode_attach_answer(const Status& status);
