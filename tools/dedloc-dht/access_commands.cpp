@@ -77,7 +77,7 @@ int issue_token(const TokenIssueOptions& o, const cli::CommonFlags& common) {
               << "\n";
   } else {
     std::cout << "wrote " << o.out << ": peer " << token->peer_id().to_string() << " ('" << token->name
-              << "') until " << format_unix_time(static_cast<double>(token->expires)) << "\n"
+              << "') until " << format_utc(static_cast<double>(token->expires)) << "\n"
               << "the peer runs with --authority " << to_hex(authority->public_key()) << " --token " << o.out << "\n";
   }
   return cli::kExitOk;
@@ -100,7 +100,7 @@ int show_token(const TokenIssueOptions& o, const cli::CommonFlags& common) {
     std::cout << out.dump() << "\n";
   } else {
     std::cout << "peer:      " << token->peer_id().to_string() << " ('" << token->name << "')\n"
-              << "expires:   " << format_unix_time(static_cast<double>(token->expires)) << "\n"
+              << "expires:   " << format_utc(static_cast<double>(token->expires)) << "\n"
               << "authority: " << to_hex(token->authority) << "\n";
     if (!common.authority.empty()) std::cout << "valid:     " << (valid.is_ok() ? "yes" : "no: " + valid.message()) << "\n";
   }
@@ -146,7 +146,7 @@ int revoke_token(const TokenIssueOptions& o, const cli::CommonFlags& common) {
               << "\n";
   } else {
     std::cout << "revoked " << peer_id << "; the list holds " << revoked.size() << " key(s) until "
-              << format_unix_time(now + kListTtl) << " (run again, or re-publish monthly, to keep it)\n"
+              << format_utc(now + kListTtl) << " (run again, or re-publish monthly, to keep it)\n"
               << "peers of the run refuse it once they read the list (every 30 s by default)\n";
   }
   return cli::kExitOk;

@@ -130,7 +130,7 @@ int store(const Options& o, const cli::CommonFlags& common) {
   } else {
     std::cout << "stored '" << o.key << "'" << (subkey ? " subkey '" + o.subkey + "'" : "") << " on "
               << stored->stored << " of " << stored->attempted << " replicas, expires "
-              << dedloc::tools::format_unix_time(expiration) << "\n";
+              << dedloc::format_utc(expiration) << "\n";
   }
   return cli::kExitOk;
 }

@@ -20,7 +20,7 @@ std::string hex(const Bytes& bytes) {
 
 std::string expires_text(double expiration, double now) {
   std::ostringstream out;
-  out << "expires " << format_unix_time(expiration) << " (in " << static_cast<long long>(std::ceil(expiration - now))
+  out << "expires " << format_utc(expiration) << " (in " << static_cast<long long>(std::ceil(expiration - now))
       << " s)";
   return out.str();
 }
@@ -82,13 +82,5 @@ std::string format_record(const std::string& key, const std::optional<dht::Found
   return out.str();
 }
 
-std::string format_unix_time(double seconds) {
-  std::time_t t = static_cast<std::time_t>(seconds);
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
 
 }  // namespace dedloc::tools

@@ -25,7 +25,4 @@ nlohmann::json record_to_json(const std::string& key, const std::optional<dht::F
 // The same for people: one line per entry with its expiration as a date and as time left.
 std::string format_record(const std::string& key, const std::optional<dht::FoundRecord>& record, double now);
 
-// "2026-11-23T10:00:00Z"
-std::string format_unix_time(double seconds);
-
 }  // namespace dedloc::tools

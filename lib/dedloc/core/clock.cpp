@@ -1,5 +1,7 @@
 #include "dedloc/core/clock.hpp"
 
+#include <ctime>
+
 namespace dedloc {
 
 double SystemClock::unix_seconds() const {
@@ -9,6 +11,15 @@ double SystemClock::unix_seconds() const {
 const SystemClock& SystemClock::instance() {
   static const SystemClock clock;
   return clock;
+}
+
+std::string format_utc(double unix_seconds) {
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
 }
 
 }  // namespace dedloc

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace dedloc {
 
@@ -65,5 +66,8 @@ inline Duration from_seconds(double seconds) {
 inline std::int64_t to_ms(Duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
+
+// Unix seconds as an ISO 8601 UTC time, "2026-11-24T02:01:02Z" (whole seconds), for logs, metadata and CLIs.
+std::string format_utc(double unix_seconds);
 
 }  // namespace dedloc

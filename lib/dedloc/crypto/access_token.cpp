@@ -1,8 +1,8 @@
 #include "dedloc/crypto/access_token.hpp"
 
 #include <algorithm>
-#include <ctime>
 
+#include "dedloc/core/clock.hpp"
 #include "dedloc/core/files.hpp"
 
 namespace dedloc::crypto {
@@ -22,15 +22,6 @@ Bytes signed_part(const AccessToken& t) {
   out.push_back(static_cast<std::uint8_t>(t.name.size()));
   out.insert(out.end(), t.name.begin(), t.name.end());
   return out;
-}
-
-std::string format_time(std::uint64_t unix_seconds) {
-  std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &utc);
-  return text;
 }
 
 }  // namespace
@@ -114,7 +105,7 @@ Status AccessToken::verify(const PublicKey& trusted, double now) const {
     return error(Code::kUnauthorized, "token of '" + name + "' has a forged signature");
   }
   if (now >= static_cast<double>(expires)) {
-    return error(Code::kUnauthorized, "token of '" + name + "' expired at " + format_time(expires));
+    return error(Code::kUnauthorized, "token of '" + name + "' expired at " + format_utc(static_cast<double>(expires)));
   }
   return Status::ok();
 }

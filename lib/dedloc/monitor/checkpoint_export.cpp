@@ -31,15 +31,6 @@ std::string checkpoint_name(std::uint64_t epoch) {
   return name;
 }
 
-std::string utc_time(double unix_seconds) {
-  std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
-
 // Temporary files of write_file_atomically ("<name>.tmp.<pid>.<n>") and of the symlink swap, left by a run
 // that was killed; only ever called with the lock held, so none of them is being written.
 void remove_leftovers(const std::string& dir, Logger& log) {
@@ -147,7 +138,7 @@ Result<ExportResult> export_checkpoint(dht::Node& node, net::Client& client, con
   if (fs::exists(result.path, ec)) {
     log.info(kLog) << "epoch " << result.epoch << " is already in " << result.path;
   } else {
-    std::map<std::string, std::string> extra = {{"exported_at", utc_time(now)},
+    std::map<std::string, std::string> extra = {{"exported_at", format_utc(now)},
                                                 {"exported_from", result.donor},
                                                 {"peers", std::to_string(result.peers)}};
     // The trainers' own description of the run (run_id, recipe, model) is in the state's entries already.
@@ -161,7 +152,7 @@ Result<ExportResult> export_checkpoint(dht::Node& node, net::Client& client, con
                                {"epoch", result.epoch},
                                {"recipe", entry_text(state, "recipe")},
                                {"model", entry_text(state, "model")},
-                               {"time", utc_time(now)},
+                               {"time", format_utc(now)},
                                {"unix_time", now},
                                {"peers", result.peers},
                                {"donor", result.donor},
