@@ -218,3 +218,30 @@ TEST_CASE("An AccessControl is only made from a valid token of this identity", "
   CHECK_THAT(AccessControl::create(me, {.authority = authority.public_key(), .token = *expired}).status().message(),
              Catch::Contains("expired"));
 }
+
+TEST_CASE("A connection whose requests fail their access check is throttled before they are checked",
+          "[net][access]") {
+  zmq::context_t context;
+  auto authority = crypto::Identity::generate();
+  PrivateServer server(context, Member::with_token(authority));
+  // 1000 requests without a token at once, on one connection: each failed check costs the connection 100
+  // requests of its budget (20,000 at first), so about 200 are checked and the rest refused unread.
+  auto outsider = crypto::Identity::generate();
+  Client client(context, {.self = outsider.peer_id()});
+  std::vector<PendingCall> calls;
+  for (int i = 0; i < 1000; ++i) {
+    calls.push_back(client.call(server.server.endpoint(), Outgoing::of(wire::Ping{1}), Deadline::after(10s)));
+  }
+  size_t unauthorized = 0, throttled = 0;
+  for (auto& call : calls) {
+    auto outcome = call.wait();
+    if (outcome.status().code() == Code::kUnauthorized) ++unauthorized;
+    if (outcome.status().code() == Code::kRefused) ++throttled;
+  }
+  INFO(unauthorized << " checked and refused, " << throttled << " throttled");
+  CHECK(unauthorized + throttled == 1000);
+  CHECK(unauthorized < 400);
+  CHECK(server.server.stats().rate_limited == throttled);
+  // A member on its own connection is served meanwhile.
+  CHECK(ping(context, Member::with_token(authority), server.server.endpoint()).is_ok());
+}

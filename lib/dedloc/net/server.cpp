@@ -47,6 +47,11 @@ class ServerLoop : public std::enable_shared_from_this<ServerLoop> {
   };
   // Takes one request of `bytes` from the connection's buckets; false when it is over its limits.
   bool within_limits(const std::string& routing_id, size_t bytes);
+  // A request that failed its access check costs its connection kAuthFailureCost requests: checking a
+  // signature costs ~50 µs, so an outsider replaying a member's token would otherwise buy a core's worth
+  // of checks per connection at the full request rate.
+  void charge_failure(const std::string& routing_id);
+  static constexpr double kAuthFailureCost = 100;
 
   void receive_one();
   void dispatch(std::string routing_id, std::vector<zmq::message_t> parts);
@@ -90,6 +95,11 @@ bool ServerLoop::within_limits(const std::string& routing_id, size_t bytes) {
   b.requests -= 1;
   b.bytes -= static_cast<double>(bytes);
   return true;
+}
+
+void ServerLoop::charge_failure(const std::string& routing_id) {
+  auto it = buckets_.find(routing_id);
+  if (it != buckets_.end() && options_.peer_limits.requests_per_second > 0) it->second.requests -= kAuthFailureCost;
 }
 
 void Replier::send(Outgoing reply) const {
@@ -192,6 +202,7 @@ void ServerLoop::dispatch(std::string routing_id, std::vector<zmq::message_t> pa
   const auto& env = header->envelope();
   if (auto allowed = authenticate(options_.socket.access.get(), *header, parts, false); !allowed.is_ok()) {
     ++rejected_;
+    if (allowed.code() == Code::kUnauthorized) charge_failure(routing_id);
     options_.log->debug("rpc") << "refused a request from " << env.sender.short_string() << ": " << allowed.to_string();
     reject(routing_id, env.request_id, allowed);
     return;

@@ -11,7 +11,9 @@
 // peer flooding one connection delays another peer's request by at most the requests ahead of it in that
 // turn. On top, each connection has token buckets for requests and bytes (PeerRateLimits): a request
 // over them is answered at once with kRefused, and its handler never runs, so a flood costs this peer
-// little work and no memory beyond the bounded queues (SocketOptions' high-water marks).
+// little work and no memory beyond the bounded queues (SocketOptions' high-water marks). In a private run
+// a request that fails its access check costs its connection 100 requests' worth: a flood of bad tokens
+// or signatures is checked at 1/100 of the rate.
 #pragma once
 
 #include <atomic>
