@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "fuzz/fuzz_target.hpp"
 #include "dedloc/wire/avg_messages.hpp"
 #include "dedloc/wire/dht_messages.hpp"
 #include "dedloc/wire/envelope.hpp"
@@ -25,7 +26,7 @@ void try_decode(const dedloc::wire::DecodedHeader& header) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+DEDLOC_FUZZ_TARGET(envelope) {
   using namespace dedloc::wire;
   Limits limits;
   limits.max_header_bytes = 1u << 16;  // keep the fuzzer fast; the logic is the same

@@ -74,6 +74,19 @@ TEST_CASE("A mistyped value is an error naming the key, the file and the line", 
 
   CHECK(read_demo_text("timeout: -1\n", "demo.yaml", o).message() ==
         "demo.yaml:1: key 'timeout' must be a non-negative number of seconds");
+  // More seconds than a Duration holds (the conversion would be undefined behaviour).
+  CHECK(read_demo_text("timeout: 1.5e300\n", "demo.yaml", o).message() ==
+        "demo.yaml:1: key 'timeout' must be a number of seconds up to 1e9");
+}
+
+TEST_CASE("A null, sequence or mapping as a key is an unknown key, not an exception", "[unit][config]") {
+  // YAML allows any node as a key; keys() and finish() used to throw on them (found by the config fuzz target).
+  DemoOptions o;
+  CHECK(read_demo_text("? [a, b]\n: 1\n", "k.yaml", o).message() == "k.yaml: unknown key '<a sequence as a key, line 1>'");
+  CHECK(read_demo_text("~: 1\n", "k.yaml", o).message() == "k.yaml: unknown key '~'");
+  auto reader = ConfigReader::from_string("{a: 1}: x\nlisten: y\n", "k.yaml");
+  REQUIRE(reader.is_ok());
+  CHECK(reader->keys() == std::vector<std::string>{"<a mapping as a key, line 1>", "listen"});
 }
 
 TEST_CASE("Invalid YAML and missing files give clear errors", "[unit][config]") {

@@ -20,16 +20,21 @@ Result<std::optional<VectorSchema>> read_schema(dht::Node& dht, const std::strin
   auto record = dht.get(schema_key(run_id), dht::GetMode::kLatest, deadline);
   if (!record) return record.status();
   if (!record->has_value() || (*record)->entries.empty()) return std::optional<VectorSchema>();
-  const Bytes& raw = (*record)->entries.front().value;
-  auto object = wire::unpack_bounded(raw, wire::Limits{}, "the vector schema record");
-  if (!object) return object.status().with_context(schema_key(run_id));
-  auto reader = wire::MapReader::of((*object)->get(), schema_key(run_id));
+  auto schema = decode_schema((*record)->entries.front().value);
+  if (!schema) return schema.status().with_context(schema_key(run_id));
+  return std::optional<VectorSchema>(std::move(*schema));
+}
+
+Result<VectorSchema> decode_schema(ByteSpan value) {
+  auto object = wire::unpack_bounded(value, wire::Limits{}, "the vector schema record");
+  if (!object) return object.status();
+  auto reader = wire::MapReader::of((*object)->get(), "the vector schema record");
   if (!reader) return reader.status();
   VectorSchema schema;
   reader->get("hash", schema.hash).get("len", schema.length);
   DEDLOC_RETURN_IF_ERROR(reader->status());
-  if (schema.hash.size() != wire::kSchemaHashBytes) return error(Code::kMalformed, schema_key(run_id) + ": bad schema hash");
-  return std::optional<VectorSchema>(std::move(schema));
+  if (schema.hash.size() != wire::kSchemaHashBytes) return error(Code::kMalformed, "bad schema hash");
+  return schema;
 }
 
 Averager::Averager(zmq::context_t& context, dht::Node& dht, const crypto::Identity& identity, AveragerOptions options)

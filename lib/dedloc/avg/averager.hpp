@@ -51,6 +51,8 @@ std::string schema_key(const std::string& run_id);
 Status publish_schema(dht::Node& dht, const std::string& run_id, const VectorSchema& schema, Duration ttl, Deadline deadline);
 // nullopt when nobody published one yet.
 Result<std::optional<VectorSchema>> read_schema(dht::Node& dht, const std::string& run_id, Deadline deadline);
+// The record's value as read_schema reads it (a msgpack map {"hash": bin, "len": uint}); kMalformed otherwise.
+Result<VectorSchema> decode_schema(ByteSpan value);
 
 // "inproc://dedloc-averager-<id>": bound by every Averager, so that a relay link (client mode) can be set up
 // before the averager that will serve behind it.

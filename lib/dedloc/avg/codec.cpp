@@ -29,6 +29,7 @@
 #include <limits>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define DEDLOC_AVG_X86 1
 #endif
@@ -742,8 +743,13 @@ Status decode_with(Kernels kernels, Codec codec, ByteSpan in, std::span<float> o
 
 bool cpu_has_f16c() {
 #ifdef DEDLOC_AVG_X86
-  // "avx" also checks that the OS saves the YMM registers.
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  // "avx" also checks that the OS saves the YMM registers. F16C comes from CPUID leaf 1 (ECX bit 29)
+  // itself: clang before 16 does not know __builtin_cpu_supports("f16c") and refuses to compile it (which
+  // kept this file, and so the fuzz build, from building with clang).
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
   return has;
 #else
   return false;

@@ -63,22 +63,29 @@ Result<std::vector<DonorInfo>> list_donors(dht::Node& node, std::string_view run
   std::vector<DonorInfo> donors;
   if (!found->has_value()) return donors;
   for (const auto& entry : (*found)->entries) {
-    if (!entry.subkey || entry.value.empty()) continue;  // not a donor's entry, or a withdrawn one
-    auto address = net::PeerAddress::parse(std::string_view(reinterpret_cast<const char*>(entry.subkey->data()),
-                                                            entry.subkey->size()));
-    auto handle = wire::unpack_bounded(entry.value, wire::Limits{}, "donor record");
-    if (!address || !handle) continue;
-    auto reader = wire::MapReader::of((*handle)->get(), "donor record");
-    if (!reader) continue;
-    DonorInfo d;
-    reader->get("ep", d.address.endpoint).get("epoch", d.epoch).get_optional("load", d.downloads)
-        .get_optional("max", d.max_downloads).get_optional("prio", d.priority);
-    if (!reader->status().is_ok() || d.address.endpoint.empty()) continue;
-    d.address.peer_id = address->peer_id;
-    d.expiration = entry.expiration;
-    donors.push_back(std::move(d));
+    if (auto donor = parse_donor(entry)) donors.push_back(std::move(*donor));
   }
   return donors;
+}
+
+Result<DonorInfo> parse_donor(const dht::FoundEntry& entry) {
+  // Not a donor's entry, or a withdrawn one.
+  if (!entry.subkey || entry.value.empty()) return error(Code::kMalformed, "donor record: withdrawn or without a subkey");
+  auto address = net::PeerAddress::parse(std::string_view(reinterpret_cast<const char*>(entry.subkey->data()),
+                                                          entry.subkey->size()));
+  if (!address) return address.status();
+  auto handle = wire::unpack_bounded(entry.value, wire::Limits{}, "donor record");
+  if (!handle) return handle.status();
+  auto reader = wire::MapReader::of((*handle)->get(), "donor record");
+  if (!reader) return reader.status();
+  DonorInfo d;
+  reader->get("ep", d.address.endpoint).get("epoch", d.epoch).get_optional("load", d.downloads)
+      .get_optional("max", d.max_downloads).get_optional("prio", d.priority);
+  DEDLOC_RETURN_IF_ERROR(reader->status());
+  if (d.address.endpoint.empty()) return error(Code::kMalformed, "donor record: an empty endpoint");
+  d.address.peer_id = address->peer_id;
+  d.expiration = entry.expiration;
+  return d;
 }
 
 void add_donor_schema(dht::RecordValidator& validator) {

@@ -78,6 +78,9 @@ Result<dht::StoreResult> advertise_donor(dht::Node& node, std::string_view run_i
 // The donors listed for `run_id` (unordered; entries that do not parse are skipped). An empty list when
 // nobody is listed; the DHT's error when the lookup itself failed.
 Result<std::vector<DonorInfo>> list_donors(dht::Node& node, std::string_view run_id, Deadline deadline);
+// One entry of the list as list_donors reads it (subkey: the donor's address; value: the map above), with
+// the entry's expiration: kMalformed when it does not parse or is withdrawn (empty).
+Result<DonorInfo> parse_donor(const dht::FoundEntry& entry);
 
 // Registers the schema of donor records ("_donors") with a node's validator (before node.start()).
 void add_donor_schema(dht::RecordValidator& validator);

@@ -55,6 +55,17 @@ void ConfigReader::type_error(std::string_view key, const YAML::Node& node, std:
 
 namespace {
 
+// A mapping key as text. The files we read have scalar keys, but YAML also allows a null, a sequence or a
+// mapping as a key ("~: 1", "? [a, b]\n: 1"), on which as<std::string>() throws: an uncaught exception out of
+// keys() and finish() (found by the config fuzz target). Such keys get a name, so finish() reports them as
+// unknown keys like any other.
+std::string key_text(const YAML::Node& key) {
+  if (key.IsScalar()) return key.Scalar();
+  if (key.IsNull()) return "~";
+  return "<a " + std::string(key.IsSequence() ? "sequence" : "mapping") + " as a key, line " +
+         std::to_string(key.Mark().line + 1) + ">";
+}
+
 template <class T>
 bool convert(const YAML::Node& node, T& out) {
   if (!node.IsScalar()) return false;
@@ -131,6 +142,13 @@ void ConfigReader::read(std::string_view key, Duration& out) {
     type_error(key, n, "a non-negative number of seconds");
     return;
   }
+  // Duration is int64 nanoseconds (292 years): converting more seconds than that is undefined behaviour
+  // (found by the config fuzz target with "1.5e300"), so anything beyond a generous bound is an error.
+  constexpr double kMaxSeconds = 1e9;  // about 31 years
+  if (seconds > kMaxSeconds) {
+    type_error(key, n, "a number of seconds up to 1e9");
+    return;
+  }
   out = from_seconds(seconds);
 }
 
@@ -193,7 +211,7 @@ YAML::Node ConfigReader::raw(std::string_view key) { return take(key); }
 std::vector<std::string> ConfigReader::keys() const {
   std::vector<std::string> out;
   if (node_.IsMap()) {
-    for (const auto& entry : node_) out.push_back(entry.first.as<std::string>());
+    for (const auto& entry : node_) out.push_back(key_text(entry.first));
   }
   return out;
 }
@@ -201,7 +219,7 @@ std::vector<std::string> ConfigReader::keys() const {
 void ConfigReader::collect_unknown(std::vector<std::string>& out) const {
   if (node_.IsMap()) {
     for (const auto& entry : node_) {
-      std::string key = entry.first.as<std::string>();
+      std::string key = key_text(entry.first);
       if (!level_->consumed.count(key)) out.push_back(key_path(key));
     }
   }

@@ -24,26 +24,37 @@ Result<std::vector<RelayListing>> list_relays(dht::Node& node, Deadline deadline
   std::vector<RelayListing> relays;
   if (!found->has_value()) return relays;
   for (const auto& entry : (*found)->entries) {
-    if (!entry.subkey || entry.value.empty()) continue;
-    auto owner = dht::find_owner(*entry.subkey);
-    auto handle = wire::unpack_bounded(entry.value, wire::Limits{}, "relay listing");
-    if (!owner || !owner->has_value() || !handle) continue;
-    auto reader = wire::MapReader::of((*handle)->get(), "relay listing");
-    if (!reader) continue;
-    std::string text;
-    RelayListing listing;
-    reader->get("addr", text).get_optional("peers", listing.peers).get_optional("max", listing.max_peers);
-    auto address = net::PeerAddress::parse(text);
-    if (!reader->status().is_ok() || !address || !address->peer_id) continue;
-    // The address must be the owner's own: a relay cannot send clients to a third party.
-    if (*address->peer_id != crypto::PeerId::from_public_key(ByteSpan((*owner)->data(), (*owner)->size()))) continue;
-    listing.address = *address;
-    relays.push_back(std::move(listing));
+    if (auto listing = parse_relay_listing(entry)) relays.push_back(std::move(*listing));
   }
   std::stable_sort(relays.begin(), relays.end(), [](const RelayListing& a, const RelayListing& b) {
     return a.peers < b.peers;
   });
   return relays;
+}
+
+Result<RelayListing> parse_relay_listing(const dht::FoundEntry& entry) {
+  auto bad = [](std::string_view why) { return error(Code::kMalformed, "relay listing: " + std::string(why)); };
+  if (!entry.subkey || entry.value.empty()) return bad("withdrawn, or not under an owner subkey");
+  auto owner = dht::find_owner(*entry.subkey);
+  if (!owner) return owner.status();
+  if (!owner->has_value()) return bad("the subkey names no owner");
+  auto handle = wire::unpack_bounded(entry.value, wire::Limits{}, "relay listing");
+  if (!handle) return handle.status();
+  auto reader = wire::MapReader::of((*handle)->get(), "relay listing");
+  if (!reader) return reader.status();
+  std::string text;
+  RelayListing listing;
+  reader->get("addr", text).get_optional("peers", listing.peers).get_optional("max", listing.max_peers);
+  DEDLOC_RETURN_IF_ERROR(reader->status());
+  auto address = net::PeerAddress::parse(text);
+  if (!address) return address.status();
+  if (!address->peer_id) return bad("the address names no peer id");
+  // The address must be the owner's own: a relay cannot send clients to a third party.
+  if (*address->peer_id != crypto::PeerId::from_public_key(ByteSpan((*owner)->data(), (*owner)->size()))) {
+    return bad("the address is not the owner's");
+  }
+  listing.address = std::move(*address);
+  return listing;
 }
 
 void add_relay_schema(dht::RecordValidator& validator) {

@@ -25,6 +25,9 @@ Status advertise_relay(dht::Node& node, const RelayListing& relay, Duration ttl,
 // The live listings, least loaded first; entries that do not parse, or whose address does not name the
 // entry's owner, are skipped.
 Result<std::vector<RelayListing>> list_relays(dht::Node& node, Deadline deadline);
+// One entry of the listing as list_relays reads it (the owner subkey and the msgpack value, from anyone):
+// kMalformed when it does not parse, is withdrawn (empty), or its address does not name the entry's owner.
+Result<RelayListing> parse_relay_listing(const dht::FoundEntry& entry);
 // Registers the listing's schema ("_relays") with a node's validator (before node.start()).
 void add_relay_schema(dht::RecordValidator& validator);
 
