@@ -13,6 +13,9 @@
 #include "dedloc/avg/codec.hpp"
 #include "dedloc/avg/training_state.hpp"
 #include "dedloc/core/files.hpp"
+#include "dedloc/crypto/access_token.hpp"
+#include "dedloc/dht/revocations.hpp"
+#include "dedloc/wire/auth_frame.hpp"
 #include "dedloc/dht/record.hpp"
 #include "dedloc/train/checkpoint.hpp"
 #include "dedloc/train/progress.hpp"
@@ -369,6 +372,39 @@ void records_seeds(const fs::path& dir) {
 
 }  // namespace
 
+// ---- access: selector 0 token, 1 token text, 2 auth frame, 3 attach proof with a token, 4 revocations ----
+void access_seeds(const fs::path& dir) {
+  const auto& authority = fuzz::identity();
+  auto input = [](std::uint8_t selector, const Bytes& payload) { return cat({Bytes{selector}, payload}); };
+  const auto valid_until = static_cast<std::uint64_t>(fuzz::kRecordsNow + 3600);
+  auto token = crypto::AccessToken::issue(authority, authority.public_key(), "fuzz", valid_until).value();
+  auto expired = crypto::AccessToken::issue(authority, authority.public_key(), "late", 1).value();
+  auto long_name =
+      crypto::AccessToken::issue(authority, authority.public_key(), std::string(crypto::kMaxTokenName, 'n'), valid_until)
+          .value();
+  write(dir, "seed-token", input(0, token.encode()));
+  write(dir, "seed-token-expired", input(0, expired.encode()));
+  write(dir, "seed-token-long-name", input(0, long_name.encode()));
+  write(dir, "seed-token-text", input(1, bytes_of(token.to_text())));
+  write(dir, "seed-token-text-garbage", input(1, bytes_of("dedloc-token-v1:zz")));
+  // A frame the fixed run accepts: the authority's own token, signed over an empty header at the fixed time.
+  wire::AuthFrame frame;
+  frame.token = token.encode();
+  frame.time_ms = static_cast<std::uint64_t>(fuzz::kRecordsNow * 1000);
+  frame.nonce.fill(0x5a);
+  frame.signature = authority.sign(wire::auth_signed_bytes({}, frame.time_ms, frame.nonce));
+  write(dir, "seed-auth-frame", input(2, wire::encode_auth_frame(frame)));
+  frame.token = expired.encode();
+  write(dir, "seed-auth-frame-expired", input(2, wire::encode_auth_frame(frame)));
+  write(dir, "seed-auth-frame-short", input(2, bytes_of("DLA1")));
+  write(dir, "seed-attach-token", input(3, encode_attach_proof(authority, fuzz::relay_id(), fuzz::kRelayClockMs,
+                                                               token.encode())));
+  write(dir, "seed-attach-no-token", input(3, encode_attach_proof(authority, fuzz::relay_id(), fuzz::kRelayClockMs)));
+  write(dir, "seed-revocations", input(4, dht::encode_revocations({authority.public_key(), crypto::Identity::from_seed(Bytes(32, 1)).value().public_key()})));
+  write(dir, "seed-revocations-empty", input(4, {}));
+  write(dir, "seed-revocations-partial", input(4, Bytes(33, 7)));
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s CORPUS_ROOT   (tests/fuzz/corpus)\n", argv[0]);
@@ -382,5 +418,6 @@ int main(int argc, char** argv) {
   config_seeds(root / "config", DEDLOC_SOURCE_DIR);
   checkpoint_seeds(root / "checkpoint");
   records_seeds(root / "records");
+  access_seeds(root / "access");
   return 0;
 }

@@ -19,6 +19,7 @@ extern "C" int dedloc_fuzz_avg_state(const std::uint8_t* data, std::size_t size)
 extern "C" int dedloc_fuzz_config(const std::uint8_t* data, std::size_t size);
 extern "C" int dedloc_fuzz_checkpoint(const std::uint8_t* data, std::size_t size);
 extern "C" int dedloc_fuzz_records(const std::uint8_t* data, std::size_t size);
+extern "C" int dedloc_fuzz_access(const std::uint8_t* data, std::size_t size);
 
 namespace {
 
@@ -71,4 +72,8 @@ TEST_CASE("The checkpoint fuzz corpus replays without a crash", "[unit][fuzz]") 
 
 TEST_CASE("The DHT records fuzz corpus replays without a crash", "[unit][fuzz]") {
   replay("records", dedloc_fuzz_records, 20);
+}
+
+TEST_CASE("The private-run fuzz corpus replays without a crash", "[unit][fuzz]") {
+  replay("access", dedloc_fuzz_access, 20);
 }
