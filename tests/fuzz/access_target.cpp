@@ -8,7 +8,8 @@
 //   1  AccessToken::from_text the same through the text form
 //   2  decode_auth_frame     an accepted frame re-encodes to exactly the input; AccessControl::check of it
 //                            (for a fixed authority and clock) never accepts a frame not signed by its token's key
-//   3  attach_proof_token    never crashes; what it returns, the access control admits or refuses cleanly
+//   3  verify_attach_proof   (the fixtures' relay and clock) the token of a proof that verifies is admitted or
+//                            refused cleanly
 //   4  decode_revocations    an accepted list survives a round trip
 #include "fuzz/fuzz_target.hpp"
 
@@ -81,8 +82,8 @@ DEDLOC_FUZZ_TARGET(access) {
       break;
     }
     case 3: {
-      auto token = wire::attach_proof_token(payload);
-      if (token.is_ok()) (void)access().admit(*token, fuzz::identity().peer_id());
+      auto proof = wire::verify_attach_proof(payload, fuzz::relay_id(), fuzz::kRelayClockMs, fuzz::kRelayWindowMs);
+      if (proof.is_ok()) (void)access().admit(proof->access_token, proof->peer);
       break;
     }
     default: {

@@ -196,7 +196,12 @@ TEST_CASE("Relay routing frames and attach proofs decode only when well formed",
   auto proof = wire::encode_attach_proof(id, relay.peer_id(), now);
   auto verified = wire::verify_attach_proof(proof, relay.peer_id(), now + 1000, 60'000);
   REQUIRE(verified.is_ok());
-  CHECK(*verified == id.peer_id());
+  CHECK(verified->peer == id.peer_id());
+  CHECK(verified->access_token.empty());
+  auto with_token = wire::verify_attach_proof(wire::encode_attach_proof(id, relay.peer_id(), now, Bytes{1, 2, 3}),
+                                              relay.peer_id(), now, 60'000);
+  REQUIRE(with_token.is_ok());
+  CHECK(with_token->access_token == Bytes{1, 2, 3});
   CHECK(wire::verify_attach_proof(proof, relay.peer_id(), now + 120'000, 60'000).status().code() == Code::kUnauthorized);
   CHECK(wire::verify_attach_proof(proof, id.peer_id(), now, 60'000).status().code() == Code::kUnauthorized);
   Bytes tampered = proof;

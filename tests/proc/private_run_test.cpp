@@ -22,8 +22,6 @@ const std::string& dht_binary() {
   return path;
 }
 
-test::CommandOutput dht(const std::string& args) { return test::run_command(dht_binary() + " " + args); }
-
 // A `dedloc-dht serve` member of the run: the process and its address.
 std::pair<test::ChildProcess, std::string> serve(const test::PrivateRun& run, const std::string& name,
                                                  const std::string& initial_peer = "") {
@@ -43,16 +41,16 @@ TEST_CASE("A private run: members join and store, outsiders are refused with the
   auto [second, second_address] = serve(run, "second", first_address);  // a member joins through a member
 
   const std::string alice = test::joined(run.member("alice"));
-  auto stored = dht(alice + " store greeting hello --initial-peers " + second_address + " --json");
+  auto stored = test::run_dht(alice + " store greeting hello --initial-peers " + second_address + " --json");
   INFO(stored.output);
   REQUIRE(stored.exit_code == 0);
   CHECK(nlohmann::json::parse(stored.output)["stored"] == 2);
-  auto got = dht(alice + " get greeting --initial-peers " + first_address);
+  auto got = test::run_dht(alice + " get greeting --initial-peers " + first_address);
   CHECK(got.exit_code == 0);
   CHECK_THAT(got.output, Catch::Contains("hello"));
 
   SECTION("no token") {
-    auto outsider = dht("get greeting --initial-peers " + first_address);
+    auto outsider = test::run_dht("get greeting --initial-peers " + first_address);
     INFO(outsider.output);
     CHECK(outsider.exit_code != 0);
     CHECK_THAT(outsider.output, Catch::Contains("this run is private"));
@@ -62,7 +60,7 @@ TEST_CASE("A private run: members join and store, outsiders are refused with the
     const std::string other_authority = run.dir() + "/other-authority.key";
     (void)test::PrivateRun::public_key(other_authority);
     auto flags = run.member("mallory", "1d", other_authority);
-    auto refused = dht(test::joined(flags) + " get greeting --initial-peers " + first_address);
+    auto refused = test::run_dht(test::joined(flags) + " get greeting --initial-peers " + first_address);
     INFO(refused.output);
     CHECK(refused.exit_code != 0);
     CHECK_THAT(refused.output, Catch::Contains("not this run's authority"));
@@ -70,7 +68,7 @@ TEST_CASE("A private run: members join and store, outsiders are refused with the
   SECTION("an expired token: refused before the peer starts, naming the flag") {
     auto flags = run.member("late", "1s");
     std::this_thread::sleep_for(1100ms);  // the token's lifetime, not a wait for the system under test
-    auto refused = dht(test::joined(flags) + " get greeting --initial-peers " + first_address);
+    auto refused = test::run_dht(test::joined(flags) + " get greeting --initial-peers " + first_address);
     INFO(refused.output);
     CHECK(refused.exit_code != 0);
     CHECK_THAT(refused.output, Catch::Contains("--token"));
@@ -79,7 +77,7 @@ TEST_CASE("A private run: members join and store, outsiders are refused with the
   SECTION("a token issued to someone else") {
     auto flags = run.member("bob");
     flags[1] = run.dir() + "/not-bob.key";  // bob's token with another identity
-    auto refused = dht(test::joined(flags) + " get greeting --initial-peers " + first_address);
+    auto refused = test::run_dht(test::joined(flags) + " get greeting --initial-peers " + first_address);
     INFO(refused.output);
     CHECK(refused.exit_code != 0);
     CHECK_THAT(refused.output, Catch::Contains("not to this identity"));
@@ -87,8 +85,8 @@ TEST_CASE("A private run: members join and store, outsiders are refused with the
   SECTION("revoked by the authority: refused once the nodes have read the list") {
     auto bob = run.member("bob");
     const std::string bob_key = test::PrivateRun::public_key(run.dir() + "/bob.key");
-    REQUIRE(dht(test::joined(bob) + " get greeting --initial-peers " + first_address).exit_code == 0);
-    auto revoked = dht("token revoke --authority-key " + run.authority_key() + " --peer-key " + bob_key +
+    REQUIRE(test::run_dht(test::joined(bob) + " get greeting --initial-peers " + first_address).exit_code == 0);
+    auto revoked = test::run_dht("token revoke --authority-key " + run.authority_key() + " --peer-key " + bob_key +
                        " --initial-peers " + first_address);
     INFO(revoked.output);
     REQUIRE(revoked.exit_code == 0);
@@ -97,16 +95,16 @@ TEST_CASE("A private run: members join and store, outsiders are refused with the
     test::CommandOutput refused;
     const auto until = std::chrono::steady_clock::now() + 20s;
     do {
-      refused = dht(test::joined(bob) + " get greeting --initial-peers " + first_address);
+      refused = test::run_dht(test::joined(bob) + " get greeting --initial-peers " + first_address);
     } while (refused.exit_code == 0 && std::chrono::steady_clock::now() < until);
     INFO(refused.output);
     CHECK(refused.exit_code != 0);
     CHECK_THAT(refused.output, Catch::Contains("revoked"));
     // Alice is still served.
-    CHECK(dht(alice + " get greeting --initial-peers " + second_address).exit_code == 0);
+    CHECK(test::run_dht(alice + " get greeting --initial-peers " + second_address).exit_code == 0);
   }
   SECTION("--authority without --token") {
-    auto refused = dht("--authority " + run.authority() + " get greeting --initial-peers " + first_address);
+    auto refused = test::run_dht("--authority " + run.authority() + " get greeting --initial-peers " + first_address);
     CHECK(refused.exit_code == 2);
     CHECK_THAT(refused.output, Catch::Contains("--authority needs --token FILE"));
   }

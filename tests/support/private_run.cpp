@@ -7,17 +7,15 @@
 
 namespace dedloc::test {
 
-namespace {
-CommandOutput dht(const std::string& args) {
+CommandOutput run_dht(const std::string& args) {
   return run_command(binary_path("tools/dedloc-dht/dedloc-dht") + " " + args);
 }
-}  // namespace
 
 PrivateRun::PrivateRun()
     : dir_(scoped_dir_.path.string()), authority_key_(dir_ + "/authority.key"), authority_(public_key(authority_key_)) {}
 
 std::string PrivateRun::public_key(const std::string& path) {
-  auto out = dht("--identity " + path + " identity --json");
+  auto out = run_dht("--identity " + path + " identity --json");
   INFO(out.output);
   REQUIRE(out.exit_code == 0);
   return nlohmann::json::parse(out.output)["public_key"].get<std::string>();
@@ -27,7 +25,7 @@ std::vector<std::string> PrivateRun::member(const std::string& name, const std::
                                             const std::string& signer_key) const {
   const std::string key = dir_ + "/" + name + ".key";
   const std::string token = dir_ + "/" + name + ".token";
-  auto issued = dht("token issue --authority-key " + (signer_key.empty() ? authority_key_ : signer_key) +
+  auto issued = run_dht("token issue --authority-key " + (signer_key.empty() ? authority_key_ : signer_key) +
                     " --peer-key " + public_key(key) + " --name " + name + " --expires " + expires + " --out " + token);
   INFO(issued.output);
   REQUIRE(issued.exit_code == 0);

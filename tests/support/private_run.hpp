@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "support/process.hpp"
 #include "support/test_paths.hpp"
 
 namespace dedloc::test {
@@ -31,6 +32,9 @@ class PrivateRun {
   std::string authority_key_;
   std::string authority_;
 };
+
+// `dedloc-dht ARGS` run to its end (stdout and stderr together).
+CommandOutput run_dht(const std::string& args);
 
 // Words joined with spaces, for a shell command line.
 std::string joined(const std::vector<std::string>& words);

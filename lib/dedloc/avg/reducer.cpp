@@ -120,29 +120,30 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
   }();
   if (!usable.is_ok()) {
     replier.fail(usable);
-  } else if (centered_clip_) {  // kept whole until the part completes (clip_average)
-    state.weight += part.weight;
-    ++state.contributions;
-    ++unanswered_[slot];
-    state.pending.push_back(Pending{sender, *codec, part.weight, std::move(payload), std::move(replier)});
   } else {
-    std::span<float> acc = accumulator(grid);
-    const float w = static_cast<float>(part.weight);
-    if (*codec == Codec::kNone) {
-      float_ops::add_scaled(acc, w, bytes);
-    } else if (*codec == Codec::kFloat16) {
-      float_ops::for_each_fp16_chunk(bytes, grid.size(), [&](size_t at, std::span<const float> chunk) {
-        float_ops::add_scaled(acc.subspan(at, chunk.size()), w, reinterpret_cast<const std::uint8_t*>(chunk.data()));
-      });
-    } else {
-      float_ops::add_scaled(acc, w, reinterpret_cast<const std::uint8_t*>(values.data()));
-    }
+    // Summed as it arrives; with centered clip it is only kept, and averaged when the part completes.
+    if (!centered_clip_) accumulate(grid, *codec, part.weight, bytes, values);
     state.weight += part.weight;
     ++state.contributions;
     ++unanswered_[slot];
     state.pending.push_back(Pending{sender, *codec, part.weight, std::move(payload), std::move(replier)});
   }
   if (state.waiting_for == 0) complete(state, local, now);
+}
+
+void ReducerRound::accumulate(const Part& grid, Codec codec, double weight, const std::uint8_t* bytes,
+                              std::span<const float> decoded) {
+  std::span<float> acc = accumulator(grid);
+  const float w = static_cast<float>(weight);
+  if (codec == Codec::kNone) {
+    float_ops::add_scaled(acc, w, bytes);
+  } else if (codec == Codec::kFloat16) {
+    float_ops::for_each_fp16_chunk(bytes, grid.size(), [&](size_t at, std::span<const float> chunk) {
+      float_ops::add_scaled(acc.subspan(at, chunk.size()), w, reinterpret_cast<const std::uint8_t*>(chunk.data()));
+    });
+  } else {
+    float_ops::add_scaled(acc, w, reinterpret_cast<const std::uint8_t*>(decoded.data()));
+  }
 }
 
 void ReducerRound::clip_average(const PartState& state, std::span<float> avg) {

@@ -77,6 +77,10 @@ class ReducerRound {
   };
 
   std::span<float> accumulator(const Part& part);
+  // Adds a checked contribution to the part's accumulator: read straight from the frame (`bytes`) for none
+  // and fp16, from `decoded` for the other codecs.
+  void accumulate(const Part& grid, Codec codec, double weight, const std::uint8_t* bytes,
+                  std::span<const float> decoded);
   // With centered clip: the part's contributions (ours first, then each pending sender's), robustly averaged
   // into `avg`.
   void clip_average(const PartState& state, std::span<float> avg);

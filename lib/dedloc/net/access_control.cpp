@@ -46,7 +46,7 @@ Bytes AccessControl::seal(ByteSpan header) const {
   return wire::encode_auth_frame(frame);
 }
 
-Status AccessControl::check_token(const Bytes& token_bytes, const crypto::PeerId& sender, double now,
+Status AccessControl::check_token(ByteSpan token_bytes, const crypto::PeerId& sender, double now,
                                   crypto::PublicKey& peer_key) {
   const std::string cache_key(token_bytes.begin(), token_bytes.end());
   std::uint64_t expires = 0;
@@ -79,9 +79,12 @@ Status AccessControl::check_token(const Bytes& token_bytes, const crypto::PeerId
   return Status::ok();
 }
 
+std::uint64_t AccessControl::window_ms() const {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(options_.replay_window).count());
+}
+
 void AccessControl::forget_old_nonces(std::uint64_t now_ms) {
-  const auto window_ms = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(options_.replay_window).count());
-  while (!by_time_.empty() && by_time_.front().first + window_ms < now_ms) {
+  while (!by_time_.empty() && by_time_.front().first + window_ms() < now_ms) {
     nonces_.erase(by_time_.front().second);
     by_time_.pop_front();
   }
@@ -99,13 +102,12 @@ Status AccessControl::check(ByteSpan header, const crypto::PeerId& sender, std::
     const double now = options_.clock->unix_seconds();
     crypto::PublicKey peer_key{};
     DEDLOC_RETURN_IF_ERROR(check_token(frame->token, sender, now, peer_key));
-    const std::uint64_t now_ms = unix_ms(*options_.clock);
-    const auto window_ms = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(options_.replay_window).count());
+    const auto now_ms = static_cast<std::uint64_t>(std::llround(now * 1000));
     const std::uint64_t skew = frame->time_ms > now_ms ? frame->time_ms - now_ms : now_ms - frame->time_ms;
-    if (skew > window_ms) {
+    if (skew > window_ms()) {
       return error(Code::kUnauthorized, "the message's time is " + std::to_string(skew / 1000) +
                                             " s from ours (more than the replay window of " +
-                                            std::to_string(window_ms / 1000) + " s): a replay, or a clock to fix");
+                                            std::to_string(window_ms() / 1000) + " s): a replay, or a clock to fix");
     }
     if (!crypto::verify_signature(peer_key, wire::auth_signed_bytes(header, frame->time_ms, frame->nonce),
                                   frame->signature)) {
@@ -133,7 +135,7 @@ Status AccessControl::admit(ByteSpan token, const crypto::PeerId& holder) {
     return error(Code::kUnauthorized, "this run is private: no access token (start the peer with --authority and --token)");
   }
   crypto::PublicKey key{};
-  return check_token(Bytes(token.begin(), token.end()), holder, options_.clock->unix_seconds(), key);
+  return check_token(token, holder, options_.clock->unix_seconds(), key);
 }
 
 void AccessControl::set_revoked(std::set<crypto::PublicKey> revoked) {

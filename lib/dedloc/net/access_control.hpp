@@ -74,9 +74,9 @@ class AccessControl {
 
  private:
   AccessControl(const crypto::Identity& identity, AccessOptions options);
-  Status check_token(const Bytes& token_bytes, const crypto::PeerId& sender, double now,
-                     crypto::PublicKey& peer_key);
+  Status check_token(ByteSpan token_bytes, const crypto::PeerId& sender, double now, crypto::PublicKey& peer_key);
   void forget_old_nonces(std::uint64_t now_ms);
+  std::uint64_t window_ms() const;
 
   crypto::Identity identity_;
   AccessOptions options_;

@@ -165,19 +165,17 @@ void RelayLoop::attach(const std::string& from, std::vector<zmq::message_t>& par
     auto now_ms = static_cast<std::uint64_t>(SystemClock::instance().unix_seconds() * 1000);
     auto window = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(options_.limits.attach_window).count());
     auto verified = wire::verify_attach_proof(span_of(parts[2]), self_, now_ms, window);
-    auto token = wire::attach_proof_token(span_of(parts[2]));
+    const auto& access = options_.socket.access;
     if (!verified) {
       outcome = verified.status();
-    } else if (options_.socket.access && !token) {
-      outcome = token.status();
-    } else if (auto admitted = options_.socket.access ? options_.socket.access->admit(*token, *verified) : Status::ok();
+    } else if (auto admitted = access ? access->admit(verified->access_token, verified->peer) : Status::ok();
                !admitted.is_ok()) {
       outcome = admitted.with_context("this relay serves a private run");
-    } else if (!attached_.count(*verified) && attached_.size() >= options_.limits.max_peers) {
+    } else if (!attached_.count(verified->peer) && attached_.size() >= options_.limits.max_peers) {
       outcome = error(Code::kRefused, "this relay serves its limit of " + std::to_string(options_.limits.max_peers) +
                                           " peers; try another");
     } else {
-      peer = *verified;
+      peer = verified->peer;
     }
   }
   if (peer) {

@@ -65,26 +65,16 @@ Bytes encode_attach_proof(const crypto::Identity& identity, const crypto::PeerId
   return out.to_bytes();
 }
 
-Result<Bytes> attach_proof_token(ByteSpan proof) {
-  auto object = unpack_bounded(proof, Limits{}, "relay attach");
-  if (!object) return object.status();
-  auto reader = MapReader::of((*object)->get(), "relay attach");
-  if (!reader) return reader.status();
-  Bytes token;
-  reader->get_optional("tok", token);
-  DEDLOC_RETURN_IF_ERROR(reader->status());
-  return token;
-}
 
-Result<crypto::PeerId> verify_attach_proof(ByteSpan proof, const crypto::PeerId& relay, std::uint64_t now_ms,
-                                           std::uint64_t window_ms) {
+Result<AttachProof> verify_attach_proof(ByteSpan proof, const crypto::PeerId& relay, std::uint64_t now_ms,
+                                        std::uint64_t window_ms) {
   auto object = unpack_bounded(proof, Limits{}, "relay attach");
   if (!object) return object.status();
   auto reader = MapReader::of((*object)->get(), "relay attach");
   if (!reader) return reader.status();
-  Bytes key, signature;
+  Bytes key, signature, token;
   std::uint64_t t = 0;
-  reader->get("key", key).get("t", t).get("sig", signature);
+  reader->get("key", key).get("t", t).get("sig", signature).get_optional("tok", token);
   DEDLOC_RETURN_IF_ERROR(reader->status());
   if (key.size() != crypto::kPublicKeySize || signature.size() != crypto::kSignatureSize) {
     return error(Code::kMalformed, "relay attach: a key or signature of the wrong size");
@@ -96,7 +86,7 @@ Result<crypto::PeerId> verify_attach_proof(ByteSpan proof, const crypto::PeerId&
   if (!crypto::verify_signature(key, attach_message(relay, t), signature)) {
     return error(Code::kUnauthorized, "relay attach: the signature does not verify (for another relay?)");
   }
-  return crypto::PeerId::from_public_key(key);
+  return AttachProof{crypto::PeerId::from_public_key(key), std::move(token)};
 }
 
 Bytes encode_attach_answer(const Status& status) {

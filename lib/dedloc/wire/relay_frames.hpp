@@ -59,13 +59,14 @@ Result<std::optional<RelayFrame>> decode_relay_frame(ByteSpan frame);
 
 Bytes encode_attach_proof(const crypto::Identity& identity, const crypto::PeerId& relay, std::uint64_t unix_ms,
                           ByteSpan access_token = {});
-// The PeerID the proof attaches; kUnauthorized when the signature does not verify or `t` is more than
+struct AttachProof {
+  crypto::PeerId peer;  // whom the circuit is for
+  Bytes access_token;   // the token it carries; empty when it has none (an open run)
+};
+// The proof's PeerID and token; kUnauthorized when the signature does not verify or `t` is more than
 // `window_ms` away from `now_ms`; kMalformed for anything that does not decode.
-Result<crypto::PeerId> verify_attach_proof(ByteSpan proof, const crypto::PeerId& relay, std::uint64_t now_ms,
-                                           std::uint64_t window_ms);
-
-// The access token a proof carries (empty when it has none); kMalformed when the proof does not decode.
-Result<Bytes> attach_proof_token(ByteSpan proof);
+Result<AttachProof> verify_attach_proof(ByteSpan proof, const crypto::PeerId& relay, std::uint64_t now_ms,
+                                        std::uint64_t window_ms);
 
 // The relay's answer to an attach, a msgpack map {"code": uint (0: attached), "why": str}.
 Bytes encode_attach_answer(const Status& status);
