@@ -33,6 +33,10 @@ constexpr size_t kWindow = 16;
 
 Sample run_dedloc(zmq::context_t& context, size_t payload, double seconds) {
   ServerOptions server_options;
+  // The transport's own capacity is measured: no per-connection rate limit (net::PeerRateLimits, 20,000
+  // requests/s by default, which one client pushing small requests on loopback exceeds).
+  server_options.peer_limits.requests_per_second = 0;
+  server_options.peer_limits.bytes_per_second = 0;
   Server server(context, server_options);
   if (!server.start().is_ok()) std::abort();
   Client client(context, {});
