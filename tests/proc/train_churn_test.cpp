@@ -7,6 +7,7 @@
 // and the newcomer has averaged with the others: with this recipe a whole epoch takes a few hundred ms,
 // so survivors given a last epoch could finish before a newcomer on a loaded machine has even started
 // (it happened in CI), and there would be nobody left to download from.
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <thread>
@@ -82,8 +83,15 @@ TEST_CASE("A run survives a trainer SIGKILLed mid-epoch and a newcomer catches u
     for (const auto& s : d.steps()) averaged += s["event"] == "averaged";
     return averaged;
   };
+  // Stop once the run is far enough and the three are in step. A peer may lag two epochs for a moment (it
+  // then downloads the state, retrying every few seconds), so stopping at an arbitrary moment could catch
+  // one mid-way; the swarm must come back together within the deadline.
+  const auto in_step = [&] {
+    const auto [low, high] = std::minmax({a.epoch(), b.epoch(), d.epoch()});
+    return high <= low + 1;
+  };
   REQUIRE(pump_until({&a, &b, &d}, 180s, [&] {
-    return a.epoch() >= kLastEpoch && b.epoch() >= kLastEpoch && newcomer_rounds() >= kNewcomerRounds;
+    return a.epoch() >= kLastEpoch && b.epoch() >= kLastEpoch && newcomer_rounds() >= kNewcomerRounds && in_step();
   }));
   for (auto* p : {&a, &b, &d}) p->process().kill(SIGINT);
   REQUIRE(pump_until({&a, &b, &d}, 60s, [&] { return a.find("exit") && b.find("exit") && d.find("exit"); }));
