@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -37,7 +38,8 @@ std::pair<test::ChildProcess, std::string> serve(const std::vector<std::string>&
   auto [child, json] = test::start_ready(args);
   REQUIRE(json["role"] == "dht");
   std::string address = json["endpoints"][0];
-  CHECK(address.find("/p/" + json["peer_id"].get<std::string>()) != std::string::npos);
+  // Encrypted by default: the address carries the node's key (which names the peer: net/peer_address.hpp).
+  CHECK(std::regex_match(address, std::regex("tcp://127\\.0\\.0\\.1:\\d+/k/[0-9a-f]{64}")));
   return {std::move(child), address};
 }
 
@@ -100,4 +102,27 @@ TEST_CASE("Three dedloc-dht processes: store and get through the CLI, survive a 
   CHECK(second.wait(10s) == 0);
   third.kill(SIGTERM);
   CHECK(third.wait(10s) == 0);
+}
+
+TEST_CASE("A node started with --plaintext listens unencrypted, and only peers that say --plaintext too dial it",
+          "[proc][dht][curve]") {
+  auto [child, json] = test::start_ready(
+      {dht_binary(), "serve", "--plaintext", "--listen", "tcp://127.0.0.1:0", "--log-level", "warning"});
+  const std::string address = json["endpoints"][0];
+  CHECK(std::regex_match(address, std::regex("tcp://127\\.0\\.0\\.1:\\d+/p/" + json["peer_id"].get<std::string>())));
+
+  // An encrypted peer refuses to fall back to plaintext on its own, and says what to do.
+  auto refused = test::run_command(dht_binary() + " store k v --initial-peers " + address);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("--initial-peers " + address));
+  CHECK_THAT(refused.output, Catch::Contains("no key (/k/KEY)"));
+  CHECK_THAT(refused.output, Catch::Contains("--plaintext"));
+
+  auto stored = run({"store", "k", "v", "--plaintext", "--initial-peers", address});
+  CHECK(stored.exit_code == 0);
+  auto got = run({"get", "k", "--plaintext", "--initial-peers", address});
+  CHECK(got.exit_code == 0);
+  CHECK_THAT(got.out, Catch::Contains("k = \"v\""));
+  child.kill(SIGTERM);
+  CHECK(child.wait(10s) == 0);
 }

@@ -24,7 +24,6 @@ using dedloc::test::TrainerProcess;
 
 namespace {
 
-std::string peer_id_of(const std::string& address) { return address.substr(address.rfind("/p/") + 3); }
 
 std::string chromium(const std::string& flags, const std::string& url) {
   // --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
@@ -58,7 +57,7 @@ TEST_CASE("The dashboard shows a live collaboration's peers and loss in headless
       {dedloc::test::binary_path("tools/dedloc-avg/dedloc-avg"), "--log-level", "warning", "monitor", "--run", "dash",
        "--initial-peers", address, "--http", "127.0.0.1:0", "--history", history, "--interval", "0.5"});
   const auto url = monitor_ready["http"].get<std::string>();
-  const std::vector<std::string> peers{peer_id_of(a->address()), peer_id_of(b->address()),
+  const std::vector<std::string> peers{a->peer_id(), b->peer_id(),
                                        aux_ready["peer_id"].get<std::string>()};
 
   // Wait (trainers pumped: their --json lines must not fill the pipe) until the monitor sees all three

@@ -28,7 +28,7 @@ namespace {
 
 std::string dht_binary() { return test::binary_path("tools/dedloc-dht/dedloc-dht"); }
 
-// `dedloc-dht serve` inside namespace `ns`; returns the process and its address tcp://HOST:PORT/p/PEERID.
+// `dedloc-dht serve` inside namespace `ns`; returns the process and its address tcp://HOST:PORT/k/KEY.
 std::pair<test::ChildProcess, std::string> serve_in(const std::string& ns, std::vector<std::string> args) {
   std::vector<std::string> argv{test::ip_binary(), "netns", "exec", ns, dht_binary(), "--log-level", "warning", "serve"};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -72,7 +72,7 @@ ProbeResult finish(Probe& probe) {
   return result;
 }
 
-// "tcp://10.231.1.2:4567/p/ID" with the host replaced: the same node's port as seen at another address.
+// "tcp://10.231.1.2:4567/k/KEY" with the host replaced: the same node's port as seen at another address.
 std::string with_host(const std::string& address, const std::string& host) {
   auto start = address.find("://") + 3;
   auto colon = address.find(':', start);

@@ -23,10 +23,8 @@ std::pair<dedloc::test::ChildProcess, std::string> start_relay(const std::string
   return {std::move(relay), ready["endpoints"][0].get<std::string>()};
 }
 
-// "tcp://127.0.0.1:PORT/p/ID" -> "relay://127.0.0.1:PORT": how peers behind that relay are addressed.
-std::string relay_prefix(const std::string& relay) {
-  return "relay://" + relay.substr(6, relay.find("/p/") - 6) + "/p/";
-}
+// "tcp://127.0.0.1:PORT/k/KEY" -> "relay://127.0.0.1:PORT/k/KEY/p/": how peers behind that relay are addressed.
+std::string relay_prefix(const std::string& relay) { return "relay://" + relay.substr(std::string("tcp://").size()) + "/p/"; }
 
 size_t averaged(const TrainerProcess& t) {
   size_t n = 0;

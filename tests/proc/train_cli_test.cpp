@@ -13,6 +13,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// A valid ed25519 public key (the curve's base point) for addresses where nobody listens.
+const std::string kSomeKey = "5866666666666666666666666666666666666666666666666666666666666666";
+
 dedloc::test::CommandOutput run_train(const std::string& args) {
   return dedloc::test::run_command(dedloc::test::binary_path("tools/dedloc-train/dedloc-train") +
                                    " --listen tcp://127.0.0.1:0 --avg-listen tcp://127.0.0.1:0 " + args);
@@ -28,11 +31,28 @@ std::string mlp_recipe_with(const std::string& dir, const std::string& from, con
 TEST_CASE("dedloc-train: an unreachable initial peer is reported with the address and what to check",
           "[proc][train][cli]") {
   auto run = run_train("--recipe " + dedloc::test::source_path("recipes/mlp.yaml") +
-                       " --initial-peers tcp://127.0.0.1:1/p/" + std::string(40, 'a'));
+                       " --initial-peers tcp://127.0.0.1:1/k/" + kSomeKey);
   INFO(run.output);
   CHECK(run.exit_code != 0);
   CHECK_THAT(run.output, Catch::Contains("none of the initial peers answered"));
   CHECK_THAT(run.output, Catch::Contains("tcp://127.0.0.1:1"));
+}
+
+TEST_CASE("dedloc-train: an initial peer without a key is refused unless the run is plaintext", "[proc][train][cli]") {
+  // The transport is encrypted by default, so a keyless address could only be dialled in plaintext, and a
+  // peer there would not answer: say so at once instead of timing out.
+  auto run = run_train("--recipe " + dedloc::test::source_path("recipes/mlp.yaml") +
+                       " --initial-peers tcp://127.0.0.1:1/p/" + std::string(40, 'a'));
+  INFO(run.output);
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.output, Catch::Contains("--initial-peers tcp://127.0.0.1:1/p/"));
+  CHECK_THAT(run.output, Catch::Contains("no key (/k/KEY)"));
+  CHECK_THAT(run.output, Catch::Contains("--plaintext"));
+  // With --plaintext the same address is dialled (and, nobody being there, reported as unreachable).
+  auto plaintext = run_train("--plaintext --recipe " + dedloc::test::source_path("recipes/mlp.yaml") +
+                             " --initial-peers tcp://127.0.0.1:1/p/" + std::string(40, 'a'));
+  INFO(plaintext.output);
+  CHECK_THAT(plaintext.output, Catch::Contains("none of the initial peers answered"));
 }
 
 TEST_CASE("dedloc-train: a peer whose recipe builds another model is refused by the run, naming both schemas",

@@ -28,7 +28,7 @@ class AuxCommand final : public Command {
     auto* cmd = app.add_subcommand("aux", "lend this machine's bandwidth to a run's averaging (reduces, sends nothing); "
                                           "runs until SIGINT/SIGTERM");
     cmd->add_option("--run", run_id_, "the run to help (its trainers' --run-id)")->required();
-    cmd->add_option("--initial-peers", initial_peers_, "DHT nodes to join through: tcp://HOST:PORT/p/PEERID")->required();
+    cmd->add_option("--initial-peers", initial_peers_, "DHT nodes to join through: tcp://HOST:PORT/k/KEY")->required();
     cmd->add_option("--bandwidth", bandwidth_mbit_, "Mbit/s this machine can move each way (sizes its share)")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
@@ -41,7 +41,7 @@ class AuxCommand final : public Command {
         ->capture_default_str();
     cmd->add_flag("--client-mode", client_mode_,
                   "behind NAT: bind no public port and take part through a relay (--relay, or those in the DHT)");
-    cmd->add_option("--relay", relays_, "with --client-mode: a relay to attach to (tcp://HOST:PORT/p/RELAYID)");
+    cmd->add_option("--relay", relays_, "with --client-mode: a relay to attach to (tcp://HOST:PORT/k/RELAYKEY)");
     cmd->add_option("--centered-clip-tau", clip_tau_,
                     "robust aggregation: average the parts this peer reduces with CenteredClip of this radius "
                     "(an L2 length per part; 0: the plain weighted mean)")
@@ -59,14 +59,14 @@ class AuxCommand final : public Command {
     cli::install_shutdown_handlers();
 
     zmq::context_t context;
-    auto joined = join_run_dht(context, *identity, initial_peers_, std::chrono::seconds(10));
+    auto joined = join_run_dht(context, *identity, common, initial_peers_, std::chrono::seconds(10));
     if (!joined) return cli::report_failure(kTool, joined.status());
     dht::Node& dht = **joined;
 
     // Behind NAT: the averager announces its relay address; when the keeper moves us, it is rebuilt.
     std::unique_ptr<relay::RelayKeeper> keeper;
     if (client_mode_) {
-      auto attached = reach_through_relay(context, *identity, dht);
+      auto attached = reach_through_relay(context, *identity, dht, common);
       if (!attached) return cli::report_failure(kTool, attached.status());
       keeper = std::move(*attached);
     } else if (!relays_.empty()) {
@@ -149,13 +149,12 @@ class AuxCommand final : public Command {
   // Attached to a relay (--relay, else the DHT's), which hands the requests addressed to us to the averager
   // in this process (its in-process endpoint). An aux peer nobody can reach helps nobody: an error if none.
   Result<std::unique_ptr<relay::RelayKeeper>> reach_through_relay(zmq::context_t& context,
-                                                                   const crypto::Identity& identity, dht::Node& dht) {
+                                                                   const crypto::Identity& identity, dht::Node& dht,
+                                                                   const cli::CommonFlags& common) {
     relay::RelayKeeperOptions keeping;
-    for (const auto& text : relays_) {
-      auto address = net::PeerAddress::parse(text);
-      if (!address) return address.status().with_context("--relay");
-      keeping.relays.push_back(*address);
-    }
+    auto relays = cli::peer_addresses(common, relays_, "--relay");
+    if (!relays) return relays.status();
+    keeping.relays = std::move(*relays);
     keeping.local_endpoint = avg::averager_in_process_endpoint(identity.peer_id());
     auto keeper = std::make_unique<relay::RelayKeeper>(context, identity, &dht, keeping);
     DEDLOC_RETURN_IF_ERROR(keeper->start(Deadline::after(std::chrono::seconds(15)))

@@ -22,7 +22,7 @@ class ExportCommand final : public Command {
         "export", "save the run's newest state as a checkpoint (safetensors + JSON metadata) in --out, keeping "
                   "the last --keep; one shot, for cron (a second export on the same --out while one runs fails)");
     cmd->add_option("--run", run_id_, "the run to export (its trainers' --run-id)")->required();
-    cmd->add_option("--initial-peers", initial_peers_, "DHT nodes to join through: tcp://HOST:PORT/p/PEERID")->required();
+    cmd->add_option("--initial-peers", initial_peers_, "DHT nodes to join through: tcp://HOST:PORT/k/KEY")->required();
     cmd->add_option("--out", out_dir_, "folder for checkpoint-e<EPOCH>.safetensors/.json and latest.safetensors")
         ->required();
     cmd->add_option("--keep", keep_, "checkpoints to keep (older ones are deleted)")
@@ -57,7 +57,7 @@ class ExportCommand final : public Command {
     const auto deadline = Deadline::after(from_seconds(timeout_seconds_));
 
     zmq::context_t context;
-    auto joined = join_run_dht(context, *identity, initial_peers_, std::chrono::seconds(10));
+    auto joined = join_run_dht(context, *identity, common, initial_peers_, std::chrono::seconds(10));
     if (!joined) return cli::report_failure(kTool, joined.status());
     net::Client client(context, net::ClientOptions{.self = identity->peer_id()});
     auto exported = monitor::export_checkpoint(**joined, client, options, deadline);

@@ -33,7 +33,7 @@ class MonitorCommand final : public Command {
         "monitor", "follow a run: dashboard, Prometheus /metrics, /api/state and a CSV/JSONL history, from the "
                    "peers' DHT records; runs until SIGINT/SIGTERM");
     cmd->add_option("--run", run_id_, "the run to follow (its trainers' --run-id)")->required();
-    cmd->add_option("--initial-peers", initial_peers_, "DHT nodes to join through: tcp://HOST:PORT/p/PEERID")->required();
+    cmd->add_option("--initial-peers", initial_peers_, "DHT nodes to join through: tcp://HOST:PORT/k/KEY")->required();
     cmd->add_option("--http", http_, "HOST:PORT to serve the dashboard on (port 0: any free port; 'off': none)")
         ->capture_default_str();
     cmd->add_option("--history", history_dir_,
@@ -54,7 +54,7 @@ class MonitorCommand final : public Command {
     cli::install_shutdown_handlers();
 
     zmq::context_t context;
-    auto joined = join_run_dht(context, *identity, initial_peers_, std::chrono::seconds(10));
+    auto joined = join_run_dht(context, *identity, common, initial_peers_, std::chrono::seconds(10));
     if (!joined) return cli::report_failure(kTool, joined.status());
 
     monitor::DashboardServer dashboard;

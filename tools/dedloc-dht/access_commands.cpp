@@ -112,7 +112,7 @@ int revoke_token(const TokenIssueOptions& o, const cli::CommonFlags& common) {
   if (!authority) return cli::report_failure(kTool, authority.status().with_context("--authority-key"));
   auto peer = crypto::parse_public_key(o.peer_key, "--peer-key");
   if (!peer) return cli::report_failure(kTool, peer.status());
-  auto peers = net::PeerAddress::parse_all(o.initial_peers, "--initial-peers");
+  auto peers = cli::peer_addresses(common, o.initial_peers, "--initial-peers");
   if (!peers) return cli::report_failure(kTool, peers.status());
   if (peers->empty()) {
     return cli::report_failure(kTool, error(Code::kInvalidArgument, "--initial-peers ADDR is required: a node of the run"));

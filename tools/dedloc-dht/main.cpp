@@ -57,8 +57,9 @@ void read_options(dedloc::ConfigReader& reader, Options& o) {
   reader.read("timeout_seconds", o.timeout_seconds);
 }
 
-dedloc::Result<std::vector<dedloc::net::PeerAddress>> parse_peers(const std::vector<std::string>& texts) {
-  return dedloc::net::PeerAddress::parse_all(texts, "--initial-peers");
+dedloc::Result<std::vector<dedloc::net::PeerAddress>> parse_peers(const std::vector<std::string>& texts,
+                                                                   const cli::CommonFlags& common) {
+  return cli::peer_addresses(common, texts, "--initial-peers");
 }
 
 // A short-lived client-mode node for store/get/peers: no server, joined through the initial peers.
@@ -67,9 +68,9 @@ dedloc::Result<std::unique_ptr<dht::Node>> join_as_client(zmq::context_t& contex
   if (o.initial_peers.empty()) {
     return dedloc::error(Code::kInvalidArgument,
                          "--initial-peers ADDR is required: the address a running `dedloc-dht serve` printed "
-                         "(tcp://HOST:PORT/p/PEERID)");
+                         "(tcp://HOST:PORT/k/KEY)");
   }
-  auto peers = parse_peers(o.initial_peers);
+  auto peers = parse_peers(o.initial_peers, common);
   if (!peers) return peers.status();
   auto identity = cli::load_identity(common);
   if (!identity) return identity.status();
@@ -80,7 +81,7 @@ dedloc::Result<std::unique_ptr<dht::Node>> join_as_client(zmq::context_t& contex
 }
 
 int serve(const Options& o, const cli::CommonFlags& common) {
-  auto peers = parse_peers(o.initial_peers);
+  auto peers = parse_peers(o.initial_peers, common);
   if (!peers) return cli::report_failure(kTool, peers.status());
   auto identity = cli::load_identity(common);
   if (!identity) return cli::report_failure(kTool, identity.status());
@@ -168,7 +169,7 @@ int peers(const Options& o, const cli::CommonFlags& common) {
     std::cout << list->endpoint << " holds " << list->stored_keys << " keys and knows " << list->contacts.size()
               << " peers:\n";
     for (const auto& c : list->contacts) {
-      std::cout << "  " << c.endpoint << "/p/" << c.id.to_string() << "   seen "
+      std::cout << "  " << dedloc::net::PeerAddress{c.endpoint, c.id}.to_string() << "   seen "
                 << static_cast<long long>(now - c.last_seen) << " s ago\n";
     }
   }
@@ -193,7 +194,7 @@ int main(int argc, char** argv) {
   app.fallthrough();
   cli::add_common_flags(app, common);
   app.add_option("--initial-peers", o.initial_peers,
-                 "DHT nodes to join through: tcp://HOST:PORT/p/PEERID, as a `serve` ready line prints it");
+                 "DHT nodes to join through: tcp://HOST:PORT/k/KEY, as a `serve` ready line prints it");
   app.add_option("--timeout", o.timeout_seconds, "seconds to join and to finish the command")->capture_default_str();
   app.add_option("--replicas", o.replicas, "nodes that hold each stored value")->capture_default_str();
 

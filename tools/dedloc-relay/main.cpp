@@ -3,7 +3,7 @@
 //   dedloc-relay serve [--listen tcp://0.0.0.0:PORT] [--announce tcp://HOST:PORT] [--initial-peers ADDR...]
 //                      [--max-peers N] [--max-circuits N] [--max-rate MIB_PER_S] [--max-total GIB] [--idle S]
 //
-// Prints a ready line with its address (tcp://HOST:PORT/p/RELAYID) and, with --initial-peers, lists itself
+// Prints a ready line with its address (tcp://HOST:PORT/k/RELAYKEY) and, with --initial-peers, lists itself
 // in the DHT so that client-mode peers find it without configuration. Runs until SIGINT/SIGTERM.
 #include <iostream>
 
@@ -34,7 +34,7 @@ struct Options {
 int serve(const Options& o, const cli::CommonFlags& common) {
   auto identity = cli::load_identity(common);
   if (!identity) return cli::report_failure(kTool, identity.status());
-  auto peers = net::PeerAddress::parse_all(o.initial_peers, "--initial-peers");
+  auto peers = cli::peer_addresses(common, o.initial_peers, "--initial-peers");
   if (!peers) return cli::report_failure(kTool, peers.status());
   cli::install_shutdown_handlers();
 
@@ -52,7 +52,8 @@ int serve(const Options& o, const cli::CommonFlags& common) {
   if (!peers->empty()) {
     if (auto host = net::parse_tcp_endpoint(peers->front().endpoint)) toward = host->host;
   }
-  net::PeerAddress self{o.announce.empty() ? net::dialable_endpoint(server.endpoint(), toward) : o.announce,
+  net::PeerAddress self{o.announce.empty() ? net::dialable_endpoint(server.endpoint(), toward)
+                                           : net::advertised_endpoint(o.announce, net::TransportKeys::process_default().get()),
                         identity->peer_id()};
 
   // Listed in the DHT through a client-mode node (it serves no records), refreshed every ttl/3.
@@ -91,7 +92,7 @@ int main(int argc, char** argv) {
   cli::CommonFlags common;
   Options o;
   CLI::App app{"dedloc-relay: a public peer through which peers behind NAT (client mode) stay reachable. They "
-               "keep a connection to it; others reach them as relay://HOST:PORT/p/PEERID.",
+               "keep a connection to it; others reach them as relay://HOST:PORT/k/RELAYKEY/p/PEERID.",
                "dedloc-relay"};
   app.require_subcommand(1);
   app.fallthrough();

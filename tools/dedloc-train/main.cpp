@@ -13,12 +13,12 @@ int main(int argc, char** argv) {
   cli::add_common_flags(app, common);
   app.add_option("--recipe", options.recipe, "the run's recipe: recipes/NAME.yaml (docs/recipes.md)")->required();
   app.add_option("--initial-peers", options.initial_peers,
-                 "DHT nodes to join through (tcp://HOST:PORT/p/PEERID); none: this peer starts a new swarm");
+                 "DHT nodes to join through (tcp://HOST:PORT/k/KEY); none: this peer starts a new swarm");
   app.add_option("--run-id", options.run_id, "the run to join (default: the recipe's run_id)");
   app.add_flag("--client-mode", options.client_mode,
                "for peers others cannot dial (behind NAT): send gradients, reduce nothing, serve no state");
   app.add_option("--relay", options.relays,
-                 "client mode: a relay to stay reachable through (tcp://HOST:PORT/p/RELAYID, the address "
+                 "client mode: a relay to stay reachable through (tcp://HOST:PORT/k/RELAYKEY, the address "
                  "`dedloc-relay serve` printed); without it, the relays listed in the DHT");
   app.add_option("--device", options.device, "cpu or cuda (cuda:N)")->capture_default_str();
   app.add_option("--batch-size", options.micro_batch_size, "samples per micro-batch on this peer (default: the recipe's)");

@@ -67,8 +67,11 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   if (o.resume && o.checkpoint_dir.empty()) {
     return cli::report_failure(kTool, error(Code::kInvalidArgument, "--resume needs --checkpoint-dir"));
   }
-  auto peers = net::PeerAddress::parse_all(o.initial_peers, "--initial-peers");
+  auto peers = cli::peer_addresses(common, o.initial_peers, "--initial-peers");
   if (!peers) return cli::report_failure(kTool, peers.status());
+  if (auto relays = cli::peer_addresses(common, o.relays, "--relay"); !relays) {
+    return cli::report_failure(kTool, relays.status());
+  }
   if (!o.relays.empty() && !o.client_mode) {
     return cli::report_failure(kTool, error(Code::kInvalidArgument, "--relay is for --client-mode peers (others are dialled directly)"));
   }

@@ -78,7 +78,7 @@ std::string Averager::in_process_endpoint() const { return averager_in_process_e
 
 std::string Averager::dialable_endpoint() const {
   if (options_.role == AvgRole::kClient) return "";
-  if (!options_.announce.empty()) return options_.announce;
+  if (!options_.announce.empty()) return server_->advertise(options_.announce);
   auto dht_host = net::parse_tcp_endpoint(dht_.endpoint());
   return net::dialable_endpoint(server_->endpoint(), dht_host ? dht_host->host : "127.0.0.1");
 }

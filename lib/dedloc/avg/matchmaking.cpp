@@ -206,7 +206,7 @@ Result<Group> Matchmaker::find_group() {
   if (options_.role == AvgRole::kClient) {
     endpoint_.clear();
   } else if (!options_.announce.empty()) {
-    endpoint_ = options_.announce;
+    endpoint_ = server_.advertise(options_.announce);
   } else {
     auto dht_host = net::parse_tcp_endpoint(dht_.endpoint());
     endpoint_ = net::dialable_endpoint(server_.endpoint(), dht_host ? dht_host->host : "127.0.0.1");

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "dedloc/net/access_control.hpp"
+#include "dedloc/net/transport_security.hpp"
 
 #ifndef DEDLOC_VERSION
 #define DEDLOC_VERSION "unknown"
@@ -33,6 +34,9 @@ void add_common_flags(CLI::App& app, CommonFlags& flags) {
                  "a private run: the run authority's public key (hex); only peers with its tokens take part");
   app.add_option("--token", flags.token,
                  "a private run: this peer's access token file (`dedloc-dht token issue` writes one)");
+  app.add_flag("--plaintext", flags.plaintext,
+               "talk without transport encryption: listen in plaintext and advertise addresses without /k/KEY "
+               "(default: ZeroMQ CURVE, keyed by --identity)");
   app.add_flag("--json", flags.json, "print machine-readable JSON on stdout");
   app.add_flag("--print-config", flags.print_config, "print the effective settings and exit");
   app.set_version_flag("--version", "dedloc " DEDLOC_VERSION);
@@ -105,7 +109,29 @@ Result<crypto::Identity> load_identity(const CommonFlags& flags) {
                                    : crypto::Identity::load_or_create(flags.identity);
   if (!id) return id.status().with_context("--identity");
   DEDLOC_RETURN_IF_ERROR(install_access(flags, *id));
+  if (!flags.plaintext) {
+    if (!net::curve_supported()) {
+      return error(Code::kUnavailable, "this libzmq has no CURVE, so it cannot encrypt: run with --plaintext, or "
+                                       "install a libzmq built with libsodium (Debian's libzmq5 is)");
+    }
+    net::TransportKeys::set_process_default(net::TransportKeys::of(*id));
+  }
   return id;
+}
+
+Result<std::vector<net::PeerAddress>> peer_addresses(const CommonFlags& flags, const std::vector<std::string>& texts,
+                                                     std::string_view flag) {
+  auto peers = net::PeerAddress::parse_all(texts, flag);
+  if (!peers || flags.plaintext) return peers;
+  for (size_t i = 0; i < peers->size(); ++i) {
+    if (!(*peers)[i].encrypted()) {
+      return error(Code::kInvalidArgument,
+                   std::string(flag) + " " + texts[i] +
+                       ": the address has no key (/k/KEY), so it could only be dialled in plaintext; give the "
+                       "address the peer printed (tcp://HOST:PORT/k/KEY), or run every peer with --plaintext");
+    }
+  }
+  return peers;
 }
 
 int report_failure(std::string_view tool, const Status& status) {

@@ -9,6 +9,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -16,6 +18,7 @@
 #include "dedloc/core/log.hpp"
 #include "dedloc/core/status.hpp"
 #include "dedloc/crypto/identity.hpp"
+#include "dedloc/net/peer_address.hpp"
 
 namespace dedloc::cli {
 
@@ -41,9 +44,11 @@ struct CommonFlags {
   bool print_config = false;      // --print-config: print the effective settings and exit
   std::string authority;          // --authority PUBKEY: a private run's authority (hex ed25519 public key)
   std::string token;              // --token FILE: this peer's access token from that authority
+  bool plaintext = false;         // --plaintext: no transport encryption (net/transport_security.hpp)
 };
 
-// Adds --config, --log-level, --identity, --authority, --token, --json, --print-config and --version.
+// Adds --config, --log-level, --identity, --authority, --token, --plaintext, --json, --print-config and
+// --version.
 void add_common_flags(CLI::App& app, CommonFlags& flags);
 
 // The value of --config FILE / --config=FILE in argv, looked up before the real parse.
@@ -64,7 +69,15 @@ Status setup_logging(const CommonFlags& flags, Logger& log);
 // (net/access_control.hpp: every message this process sends is sealed with the token, every message it
 // receives must carry a valid one); errors name the flag: one without the other, an unreadable or expired
 // token, a token of another authority or issued to another identity.
+// Unless --plaintext, it installs the process's transport keys, derived from the identity: servers listen
+// with CURVE and advertise "/k/KEY" endpoints (net/transport_security.hpp).
 Result<crypto::Identity> load_identity(const CommonFlags& flags);
+
+// Parses the peer addresses an operator gave with `flag` (--initial-peers, --relay). Without --plaintext,
+// an address with no key ("tcp://HOST:PORT" or ".../p/PEERID") is refused, naming the flag: the peers
+// there listen encrypted, and a plaintext dial would only time out.
+Result<std::vector<net::PeerAddress>> peer_addresses(const CommonFlags& flags, const std::vector<std::string>& texts,
+                                                     std::string_view flag);
 
 // Prints "<tool>: error: <status>" to stderr and returns its exit code.
 int report_failure(std::string_view tool, const Status& status);

@@ -1,6 +1,6 @@
 // The one machine-readable line a daemon prints on stdout when it is ready to serve, so scripts and tests
 // wait for it instead of sleeping:
-//   {"ready":true,"role":"dht","peer_id":"3f2a…","endpoints":["tcp://127.0.0.1:41234/p/3f2a…"]}
+//   {"ready":true,"role":"dht","peer_id":"3f2a…","endpoints":["tcp://127.0.0.1:41234/k/9c1e…"]}
 #pragma once
 
 #include <map>

@@ -112,15 +112,4 @@ Status AccessToken::verify(const PublicKey& trusted, double now) const {
 
 PeerId AccessToken::peer_id() const { return PeerId::from_public_key(peer); }
 
-Result<PublicKey> parse_public_key(std::string_view hex, std::string_view what) {
-  auto bytes = from_hex(hex);
-  if (!bytes || bytes->size() != kPublicKeySize) {
-    return error(Code::kInvalidArgument, std::string(what) + ": a public key is " +
-                                             std::to_string(2 * kPublicKeySize) + " hex characters");
-  }
-  PublicKey key{};
-  std::copy(bytes->begin(), bytes->end(), key.begin());
-  return key;
-}
-
 }  // namespace dedloc::crypto

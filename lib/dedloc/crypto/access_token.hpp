@@ -49,7 +49,4 @@ struct AccessToken {
   PeerId peer_id() const;
 };
 
-// Parses a public key from hex (64 characters), naming `what` in the error ("--authority").
-Result<PublicKey> parse_public_key(std::string_view hex, std::string_view what);
-
 }  // namespace dedloc::crypto

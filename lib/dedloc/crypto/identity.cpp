@@ -65,6 +65,32 @@ Signature Identity::sign(ByteSpan message) const {
   return sig;
 }
 
+CurveKeyPair Identity::curve_keys() const {
+  CurveKeyPair keys;
+  // Both conversions succeed for a keypair libsodium made.
+  crypto_sign_ed25519_pk_to_curve25519(keys.public_key.data(), public_key_.data());
+  crypto_sign_ed25519_sk_to_curve25519(keys.secret_key.data(), secret_key_.data());
+  return keys;
+}
+
+std::optional<CurveKey> curve_public_key(const PublicKey& ed25519) {
+  ensure_sodium_initialized();
+  CurveKey out{};
+  if (crypto_sign_ed25519_pk_to_curve25519(out.data(), ed25519.data()) != 0) return std::nullopt;
+  return out;
+}
+
+Result<PublicKey> parse_public_key(std::string_view hex, std::string_view what) {
+  auto bytes = from_hex(hex);
+  if (!bytes || bytes->size() != kPublicKeySize) {
+    return error(Code::kInvalidArgument, std::string(what) + ": a public key is " +
+                                             std::to_string(2 * kPublicKeySize) + " hex characters");
+  }
+  PublicKey key{};
+  std::copy(bytes->begin(), bytes->end(), key.begin());
+  return key;
+}
+
 bool verify_signature(ByteSpan public_key, ByteSpan message, ByteSpan signature) {
   ensure_sodium_initialized();
   if (public_key.size() != kPublicKeySize || signature.size() != kSignatureSize) return false;

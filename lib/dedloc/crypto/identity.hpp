@@ -5,7 +5,9 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "dedloc/core/bytes.hpp"
 #include "dedloc/core/status.hpp"
@@ -17,6 +19,19 @@ inline constexpr size_t kPublicKeySize = 32;
 inline constexpr size_t kSignatureSize = 64;
 using PublicKey = std::array<std::uint8_t, kPublicKeySize>;
 using Signature = std::array<std::uint8_t, kSignatureSize>;
+
+// Curve25519 keys, the form ZeroMQ's CURVE transport takes (net/transport_security.hpp). Ours are derived
+// from the ed25519 identity, so one key names a peer both as a signer and as a transport endpoint.
+inline constexpr size_t kCurveKeySize = 32;
+using CurveKey = std::array<std::uint8_t, kCurveKeySize>;
+struct CurveKeyPair {
+  CurveKey public_key{};
+  CurveKey secret_key{};
+};
+
+// The Curve25519 form of an ed25519 public key; nullopt for bytes that are not a valid ed25519 point
+// (anyone can write such a key into an address).
+std::optional<CurveKey> curve_public_key(const PublicKey& ed25519);
 
 // Must be called once before any other crypto function; safe to call many times and from many threads.
 void ensure_sodium_initialized();
@@ -36,6 +51,8 @@ class Identity {
   const PeerId& peer_id() const { return peer_id_; }
 
   Signature sign(ByteSpan message) const;
+  // This identity's Curve25519 keypair (its public half is curve_public_key(public_key())).
+  CurveKeyPair curve_keys() const;
 
  private:
   Identity() = default;
@@ -44,6 +61,9 @@ class Identity {
   PublicKey public_key_{};
   PeerId peer_id_;
 };
+
+// Parses a public key from hex (64 characters), naming `what` in the error ("--authority").
+Result<PublicKey> parse_public_key(std::string_view hex, std::string_view what);
 
 // True when `signature` is `public_key`'s signature over `message`.
 bool verify_signature(ByteSpan public_key, ByteSpan message, ByteSpan signature);

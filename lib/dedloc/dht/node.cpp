@@ -32,7 +32,10 @@ std::vector<Contact> to_contacts(const std::vector<wire::ContactInfo>& infos, do
   std::vector<Contact> out;
   out.reserve(infos.size());
   for (const auto& info : infos) {
-    if (!info.id.is_zero() && net::parse_tcp_endpoint(info.endpoint)) out.push_back(to_contact(info, now));
+    // An endpoint whose key is not the id's would have us talk, encrypted, to someone else under that id.
+    if (!info.id.is_zero() && net::parse_tcp_endpoint(info.endpoint) && net::endpoint_key_matches(info.endpoint, info.id)) {
+      out.push_back(to_contact(info, now));
+    }
   }
   return out;
 }
@@ -90,7 +93,7 @@ Status Node::start() {
     install_handlers();
     DEDLOC_RETURN_IF_ERROR(server_->start());
     advertised_ = options_.announce.empty() ? net::dialable_endpoint(server_->endpoint(), kRouteProbeHost)
-                                            : options_.announce;
+                                            : server_->advertise(options_.announce);
   }
   started_ = true;
   if (options_.maintenance_interval > Duration::zero()) maintenance_ = std::thread([this] { maintenance_loop(); });
@@ -184,7 +187,7 @@ Status Node::store_locally(const std::string& key_name, const wire::RecordEntry&
 void Node::note_sender(const crypto::PeerId& id, const std::string& endpoint) {
   // Client-mode nodes send no endpoint and stay out of routing tables; so does anything we cannot dial.
   if (endpoint.empty() || id.is_zero() || id == this->id() || endpoint.size() > wire::kMaxEndpointBytes) return;
-  if (!net::parse_tcp_endpoint(endpoint)) return;
+  if (!net::parse_tcp_endpoint(endpoint) || !net::endpoint_key_matches(endpoint, id)) return;
   note_alive(Contact{id, endpoint, now()});
 }
 
@@ -612,7 +615,7 @@ Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline dead
       return error(Code::kRefused, message.str());
     }
     return error(Code::kUnavailable, "none of the initial peers answered: " + joined() +
-                                         ". Check the addresses (tcp://HOST:PORT/p/PEERID) and that they are running");
+                                         ". Check the addresses (tcp://HOST:PORT/k/KEY) and that they are running");
   }
   for (const auto& skipped : problems) options_.log->warn(kLog) << "initial peer skipped: " << skipped;
   for (const auto& contact : answered) note_alive(contact);

@@ -148,7 +148,8 @@ class Node {
   // Where we can be dialled ("tcp://host:port"); empty without a server. A client-mode node serves local
   // tools there but never tells other nodes.
   const std::string& endpoint() const { return advertised_; }
-  // The full address others pass as an initial peer: endpoint + "/p/<id>".
+  // The full address others pass as an initial peer: the endpoint with its key, or endpoint + "/p/<id>" in
+  // plaintext.
   net::PeerAddress address() const { return {advertised_, id()}; }
   std::vector<Contact> contacts() const;
   size_t stored_keys() const;

@@ -22,7 +22,7 @@ class ClientLoop {
   };
 
   ClientLoop(zmq::context_t& context, ClientOptions options) : context_(context), options_(std::move(options)) {
-    if (!options_.socket.access) options_.socket.access = AccessControl::process_default();
+    resolve_process_defaults(options_.socket);
   }
 
   void submit(Request request) { mailbox_.push(std::move(request)); }
@@ -73,20 +73,22 @@ ClientLoop::Connection* ClientLoop::connection_for(const std::string& endpoint, 
     failure = relayed.status();
     return nullptr;
   }
+  zmq::socket_t socket;
   try {
-    zmq::socket_t socket(context_, zmq::socket_type::dealer);
+    socket = zmq::socket_t(context_, zmq::socket_type::dealer);
     apply_socket_options(socket, options_.socket);
-    // A relayed peer is dialled at its relay; each request then names it in a routing frame.
-    Bytes route;
-    if (*relayed) route = wire::encode_relay_frame(wire::RelayTag::kForward, (*relayed)->target.span());
-    socket.connect(*relayed ? (*relayed)->relay_endpoint : endpoint);
-    auto inserted = connections_.emplace(endpoint, Connection{std::move(socket), 0, {}, std::move(route)}).first;
-    connection_count_.store(connections_.size());
-    return &inserted->second;
-  } catch (const zmq::error_t& e) {
-    failure = error(Code::kInvalidArgument, "cannot connect to '" + endpoint + "': " + e.what());
+  } catch (const zmq::error_t& e) {  // e.g. EMFILE: out of sockets
+    failure = error(Code::kUnavailable, "cannot open a socket for '" + endpoint + "': " + e.what());
     return nullptr;
   }
+  // A relayed peer is dialled at its relay; each request then names it in a routing frame.
+  Bytes route;
+  if (*relayed) route = wire::encode_relay_frame(wire::RelayTag::kForward, (*relayed)->target.span());
+  failure = connect_to(socket, *relayed ? (*relayed)->relay_endpoint : endpoint, options_.socket.transport.get());
+  if (!failure.is_ok()) return nullptr;
+  auto inserted = connections_.emplace(endpoint, Connection{std::move(socket), 0, {}, std::move(route)}).first;
+  connection_count_.store(connections_.size());
+  return &inserted->second;
 }
 
 void ClientLoop::start_request(Request&& request) {

@@ -14,10 +14,38 @@ namespace {
 constexpr std::string_view kTcpScheme = "tcp://";
 constexpr std::string_view kRelayScheme = "relay://";
 constexpr std::string_view kPeerSuffix = "/p/";
+constexpr std::string_view kKeySuffix = "/k/";
+
+bool is_relay(std::string_view endpoint) { return endpoint.substr(0, kRelayScheme.size()) == kRelayScheme; }
 
 }  // namespace
 
-Result<HostPort> parse_tcp_endpoint(std::string_view endpoint) {
+Result<KeyedEndpoint> split_endpoint_key(std::string_view endpoint) {
+  size_t at = endpoint.find(kKeySuffix);
+  if (at == std::string_view::npos) return KeyedEndpoint{std::string(endpoint), std::nullopt};
+  auto key = crypto::parse_public_key(endpoint.substr(at + kKeySuffix.size()), "the key after /k/");
+  if (!key) return key.status().with_context("'" + std::string(endpoint) + "'");
+  if (!crypto::curve_public_key(*key)) {
+    return error(Code::kInvalidArgument, "'" + std::string(endpoint) + "': the key after /k/ is not a valid public key");
+  }
+  return KeyedEndpoint{std::string(endpoint.substr(0, at)), *key};
+}
+
+std::string with_endpoint_key(std::string_view endpoint, const crypto::PublicKey& key) {
+  return std::string(endpoint) + std::string(kKeySuffix) + to_hex(key);
+}
+
+bool endpoint_key_matches(std::string_view endpoint, const crypto::PeerId& id) {
+  if (is_relay(endpoint)) return true;  // a relay's key names the relay, not the peer behind it
+  auto keyed = split_endpoint_key(endpoint);
+  if (!keyed) return false;
+  return !keyed->key || crypto::PeerId::from_public_key(*keyed->key) == id;
+}
+
+Result<HostPort> parse_tcp_endpoint(std::string_view keyed_endpoint) {
+  auto keyed = split_endpoint_key(keyed_endpoint);
+  if (!keyed) return keyed.status();
+  std::string_view endpoint = keyed->dial;
   if (endpoint.substr(0, kTcpScheme.size()) != kTcpScheme) {
     return error(Code::kInvalidArgument, "'" + std::string(endpoint) + "' is not a tcp:// endpoint");
   }
@@ -34,21 +62,22 @@ Result<HostPort> parse_tcp_endpoint(std::string_view endpoint) {
     return error(Code::kInvalidArgument, "'" + std::string(endpoint) + "' has a bad port '" + std::string(port_text) + "'");
   }
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return HostPort{std::string(host), static_cast<std::uint16_t>(port)};
+  return HostPort{std::string(host), static_cast<std::uint16_t>(port), keyed->key};
 }
 
 Result<std::optional<RelayRoute>> parse_relay_endpoint(std::string_view endpoint) {
-  if (endpoint.substr(0, kRelayScheme.size()) != kRelayScheme) return std::optional<RelayRoute>{};
+  if (!is_relay(endpoint)) return std::optional<RelayRoute>{};
   size_t suffix = endpoint.find(kPeerSuffix);
   auto id = suffix == std::string_view::npos ? std::nullopt
                                              : crypto::PeerId::parse(endpoint.substr(suffix + kPeerSuffix.size()));
   if (!id) {
     return error(Code::kInvalidArgument, "'" + std::string(endpoint) +
-                                             "': expected relay://HOST:PORT/p/PEERID (40 hex digits)");
+                                             "': expected relay://HOST:PORT[/k/RELAYKEY]/p/PEERID (40 hex digits)");
   }
   std::string relay = std::string(kTcpScheme) + std::string(endpoint.substr(kRelayScheme.size(), suffix - kRelayScheme.size()));
   auto host_port = parse_tcp_endpoint(relay);
-  if (!host_port || host_port->port == 0) {
+  if (!host_port) return host_port.status();
+  if (host_port->port == 0) {
     return error(Code::kInvalidArgument, "'" + std::string(endpoint) + "': the relay needs HOST:PORT");
   }
   return std::optional<RelayRoute>(RelayRoute{relay, *id});
@@ -85,9 +114,17 @@ Result<PeerAddress> PeerAddress::parse(std::string_view text) {
   auto host_port = parse_tcp_endpoint(address.endpoint);
   if (!host_port) {
     return error(Code::kInvalidArgument, "bad peer address '" + std::string(text) +
-                                             "' (expected tcp://HOST:PORT/p/PEERID): " + host_port.status().message());
+                                             "' (expected tcp://HOST:PORT/k/KEY or tcp://HOST:PORT/p/PEERID): " + host_port.status().message());
   }
   if (host_port->port == 0) return error(Code::kInvalidArgument, "peer address '" + std::string(text) + "' has port 0");
+  if (host_port->key) {
+    auto keyed_id = crypto::PeerId::from_public_key(*host_port->key);
+    if (address.peer_id && *address.peer_id != keyed_id) {
+      return error(Code::kInvalidArgument, "peer address '" + std::string(text) + "': the key after /k/ is peer " +
+                                               keyed_id.to_string() + "'s, not the /p/ id's");
+    }
+    address.peer_id = keyed_id;
+  }
   return address;
 }
 
@@ -102,8 +139,16 @@ Result<std::vector<PeerAddress>> PeerAddress::parse_all(const std::vector<std::s
 }
 
 std::string PeerAddress::to_string() const {
-  if (endpoint.substr(0, kRelayScheme.size()) == kRelayScheme) return endpoint;  // names its peer already
+  if (is_relay(endpoint)) return endpoint;  // names its peer already
+  auto keyed = split_endpoint_key(endpoint);
+  if (keyed && keyed->key) return endpoint;  // the key names the peer
   return peer_id ? endpoint + std::string(kPeerSuffix) + peer_id->to_string() : endpoint;
+}
+
+bool PeerAddress::encrypted() const {
+  auto relayed = parse_relay_endpoint(endpoint);
+  auto keyed = split_endpoint_key(relayed && *relayed ? (*relayed)->relay_endpoint : endpoint);
+  return keyed && keyed->key.has_value();
 }
 
 bool is_wildcard_host(std::string_view host) {
@@ -133,7 +178,8 @@ std::string local_address_toward(const std::string& remote_host) {
 std::string dialable_endpoint(const std::string& bound, const std::string& toward_host) {
   auto host_port = parse_tcp_endpoint(bound);
   if (!host_port || !is_wildcard_host(host_port->host)) return bound;
-  return std::string(kTcpScheme) + local_address_toward(toward_host) + ":" + std::to_string(host_port->port);
+  std::string dialable = std::string(kTcpScheme) + local_address_toward(toward_host) + ":" + std::to_string(host_port->port);
+  return host_port->key ? with_endpoint_key(dialable, *host_port->key) : dialable;
 }
 
 }  // namespace dedloc::net

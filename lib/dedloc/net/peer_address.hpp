@@ -1,9 +1,15 @@
-// A peer's full address as operators pass it around: "tcp://HOST:PORT/p/PEERID", or, for a peer behind NAT,
-// "relay://HOST:PORT/p/PEERID": the peer PEERID reached through the relay at HOST:PORT (DESIGN §8).
+// A peer's full address as operators pass it around:
+//   "tcp://HOST:PORT/k/KEY"      a peer whose transport is encrypted (CURVE, net/transport_security.hpp);
+//                                KEY is its ed25519 public key in hex, which also names it (PeerID = hash(KEY))
+//   "tcp://HOST:PORT/p/PEERID"   a peer that talks plaintext (started with --plaintext)
+//   "relay://HOST:PORT[/k/RELAYKEY]/p/PEERID"
+//                                the peer PEERID behind NAT, reached through the relay at HOST:PORT (DESIGN §8)
 //
-// The endpoint part is what ZeroMQ dials; the optional "/p/<40 hex>" suffix names who must answer there,
-// so a bootstrap peer that was replaced by another process on the same port is noticed instead of trusted.
-// Also accepted: "tcp://HOST:PORT" and "HOST:PORT" (no identity check).
+// The endpoint part, with its key, is what a Client dials: the key travels with the endpoint through DHT
+// contacts, records and member lists, so whoever learns where a peer is also learns how to reach it
+// securely. The PeerID names who must answer there, so a bootstrap peer that was replaced by another process
+// on the same port is noticed instead of trusted. Also accepted: "tcp://HOST:PORT" and "HOST:PORT" (no
+// identity check, plaintext).
 #pragma once
 
 #include <cstdint>
@@ -13,23 +19,41 @@
 #include <string_view>
 
 #include "dedloc/core/status.hpp"
+#include "dedloc/crypto/identity.hpp"
 #include "dedloc/crypto/peer_id.hpp"
 
 namespace dedloc::net {
 
 struct PeerAddress {
-  std::string endpoint;                  // "tcp://host:port"; for a relayed peer the whole relay:// address
+  std::string endpoint;  // "tcp://host:port[/k/KEY]"; for a relayed peer the whole relay:// address
   std::optional<crypto::PeerId> peer_id;
 
   static Result<PeerAddress> parse(std::string_view text);
   // Every address of a --initial-peers list; the first bad one's error names `flag`.
   static Result<std::vector<PeerAddress>> parse_all(const std::vector<std::string>& texts, std::string_view flag);
-  std::string to_string() const;  // the endpoint, plus "/p/<id>" when the id is known
+  // The endpoint, plus "/p/<id>" when the id is known and the endpoint's key does not already name it.
+  std::string to_string() const;
+  // True for an endpoint dialled with CURVE: a tcp:// one with a key, or a relay reached with one.
+  bool encrypted() const;
 };
+
+// An endpoint split into what ZeroMQ dials and the server's transport key, if it names one.
+struct KeyedEndpoint {
+  std::string dial;                       // "tcp://host:port" (or inproc://, ipc://: never keyed)
+  std::optional<crypto::PublicKey> key;   // the server's ed25519 public key, from "/k/KEY"
+};
+// kInvalidArgument for a "/k/" that is not followed by 64 hex digits of a valid key.
+Result<KeyedEndpoint> split_endpoint_key(std::string_view endpoint);
+// `endpoint` with "/k/<hex key>" appended.
+std::string with_endpoint_key(std::string_view endpoint, const crypto::PublicKey& key);
+// False when `endpoint` names a key that is not `id`'s: someone claims an id whose key they do not hold.
+// True for endpoints without a key (nothing to check) and for those whose key is `id`'s.
+bool endpoint_key_matches(std::string_view endpoint, const crypto::PeerId& id);
 
 struct HostPort {
   std::string host;
   std::uint16_t port = 0;
+  std::optional<crypto::PublicKey> key;  // from "/k/KEY"
 };
 
 // A relayed peer's route: the relay's tcp:// endpoint and the peer behind it.
@@ -42,7 +66,7 @@ Result<std::optional<RelayRoute>> parse_relay_endpoint(std::string_view endpoint
 // "relay://HOST:PORT/p/PEERID" for `peer` behind the relay at `relay_endpoint` ("tcp://HOST:PORT").
 std::string relay_address(const std::string& relay_endpoint, const crypto::PeerId& peer);
 
-// Splits "tcp://host:port" (IPv4, a name, or "[v6]"); kInvalidArgument naming the problem otherwise.
+// Splits "tcp://host:port[/k/KEY]" (IPv4, a name, or "[v6]"); kInvalidArgument naming the problem otherwise.
 Result<HostPort> parse_tcp_endpoint(std::string_view endpoint);
 
 // True for hosts that a remote peer cannot dial: "0.0.0.0", "*", "::", "[::]".
@@ -53,7 +77,7 @@ bool is_wildcard_host(std::string_view host);
 std::string local_address_toward(const std::string& remote_host);
 
 // The endpoint to tell others: `bound` as is, or with a wildcard host replaced by the address we would use
-// to reach `toward_host` (the first initial peer's host, say).
+// to reach `toward_host` (the first initial peer's host, say). A key in `bound` is kept.
 std::string dialable_endpoint(const std::string& bound, const std::string& toward_host);
 
 }  // namespace dedloc::net

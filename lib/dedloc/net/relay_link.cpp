@@ -115,7 +115,11 @@ void RelayLinkLoop::from_relay(std::vector<zmq::message_t> parts) {
     try {
       zmq::socket_t socket(context_, zmq::socket_type::dealer);
       apply_socket_options(socket, options_.socket);
-      socket.connect(options_.local_endpoint);
+      auto dialed = connect_to(socket, options_.local_endpoint, options_.socket.transport.get());
+      if (!dialed.is_ok()) {
+        options_.log->warn("relay") << "cannot reach our own server: " << dialed.to_string();
+        return;
+      }
       it = requesters_.emplace(token, Requester{std::move(socket), Steady::now()}).first;
     } catch (const zmq::error_t& e) {
       options_.log->warn("relay") << "cannot reach our own server at " << options_.local_endpoint << ": " << e.what();
@@ -182,27 +186,30 @@ void RelayLinkLoop::run() {
 }
 
 RelayLink::RelayLink(zmq::context_t& context, const crypto::Identity& identity, RelayLinkOptions options)
-    : context_(context), identity_(identity), options_(std::move(options)) {}
+    : context_(context), identity_(identity), options_(std::move(options)) {
+  resolve_process_defaults(options_.socket);
+}
 
 RelayLink::~RelayLink() { stop(); }
 
 Status RelayLink::start() {
   if (!options_.relay.peer_id) {
-    return error(Code::kInvalidArgument, "relay " + options_.relay.endpoint + ": its address must name it (/p/PEERID)");
+    return error(Code::kInvalidArgument, "relay " + options_.relay.endpoint + ": its address must name it (/k/KEY or /p/PEERID)");
   }
   zmq::socket_t socket;
   try {
     socket = zmq::socket_t(context_, zmq::socket_type::dealer);
     apply_socket_options(socket, options_.socket);
-    socket.connect(options_.relay.endpoint);
   } catch (const zmq::error_t& e) {
-    return error(Code::kInvalidArgument, "cannot dial relay " + options_.relay.to_string() + ": " + e.what());
+    return error(Code::kUnavailable, "cannot open a socket for relay " + options_.relay.to_string() + ": " + e.what());
   }
+  auto dialed = connect_to(socket, options_.relay.endpoint, options_.socket.transport.get());
+  if (!dialed.is_ok()) return dialed.with_context("dialing relay " + options_.relay.to_string());
   auto now_ms = static_cast<std::uint64_t>(SystemClock::instance().unix_seconds() * 1000);
   std::vector<zmq::message_t> attach;
   push_frame(attach, wire::encode_relay_frame(RelayTag::kAttach));
   // In a private run the relay admits only members: our token goes with the proof.
-  auto access = options_.socket.access ? options_.socket.access : AccessControl::process_default();
+  const auto& access = options_.socket.access;
   Bytes token = access ? access->token().encode() : Bytes{};
   push_frame(attach, wire::encode_attach_proof(identity_, *options_.relay.peer_id, now_ms, token));
   if (!send_message(socket, attach)) return error(Code::kUnavailable, "cannot send to relay " + options_.relay.to_string());

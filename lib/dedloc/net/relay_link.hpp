@@ -1,6 +1,6 @@
 // The client-mode side of a relay circuit (DESIGN §8, wire/relay_frames.hpp): a peer behind NAT dials a
 // relay, proves its PeerID, and from then on answers, through that one outbound connection, the requests
-// others address to "relay://RELAY/p/OURID". Each forwarded request is handed to our own Server (on a
+// others address to "relay://RELAY/k/RELAYKEY/p/OURID". Each forwarded request is handed to our own Server (on a
 // local endpoint nobody outside can dial) over a connection per requester, so the Server sees ordinary
 // requests and its replies find their way back.
 //
@@ -24,7 +24,7 @@
 namespace dedloc::net {
 
 struct RelayLinkOptions {
-  PeerAddress relay;                                   // tcp://HOST:PORT/p/RELAYID (the id is required)
+  PeerAddress relay;                                   // tcp://HOST:PORT/k/RELAYKEY (the id is required)
   std::string local_endpoint;                          // our Server, where forwarded requests go
   Duration heartbeat = std::chrono::seconds(2);
   Duration dead_after = std::chrono::seconds(6);
@@ -48,7 +48,7 @@ class RelayLink {
   Status start();
   bool alive() const;
   Status failure() const;       // why it is not alive (ok while it is)
-  const std::string& address() const { return address_; }  // relay://HOST:PORT/p/OURID
+  const std::string& address() const { return address_; }  // relay://HOST:PORT/k/RELAYKEY/p/OURID
   const PeerAddress& relay() const { return options_.relay; }
   void stop();
 

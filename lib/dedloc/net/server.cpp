@@ -260,7 +260,7 @@ void ServerLoop::send_reply(const std::string& routing_id, std::uint64_t request
 }
 
 Server::Server(zmq::context_t& context, ServerOptions options) : context_(context), options_(std::move(options)) {
-  if (!options_.socket.access) options_.socket.access = AccessControl::process_default();
+  resolve_process_defaults(options_.socket);
   handle<wire::Ping>([clock = options_.clock](wire::Ping&& ping, Incoming&&, Replier replier) {
     replier.reply(wire::Pong{ping.sent_unix_time, clock->unix_seconds(), "dedloc " DEDLOC_VERSION});
   });
@@ -282,8 +282,9 @@ Status Server::start() {
     apply_socket_options(socket, options_.socket);
     // Tell a client whose request cannot be routed, instead of silently dropping (ROUTER default).
     socket.set(zmq::sockopt::router_mandatory, 1);
+    if (options_.socket.transport) DEDLOC_RETURN_IF_ERROR(make_curve_server(socket, *options_.socket.transport));
     socket.bind(options_.listen);
-    endpoint_ = last_endpoint(socket);
+    endpoint_ = advertised_endpoint(last_endpoint(socket), options_.socket.transport.get());
     for (const auto& extra : options_.also_listen) socket.bind(extra);
   } catch (const zmq::error_t& e) {
     return error(Code::kUnavailable, "cannot listen on " + options_.listen + ": " + e.what());

@@ -106,8 +106,14 @@ class Server {
 
   // Binds and starts the loop thread. kUnavailable when the address cannot be bound.
   Status start();
-  // The endpoint really bound: "tcp://127.0.0.1:41234". Valid after start().
+  // The endpoint really bound, as others dial it: "tcp://127.0.0.1:41234", and "/k/KEY" after it when the
+  // transport is encrypted (SocketOptions::transport). Valid after start().
   const std::string& endpoint() const { return endpoint_; }
+  // `public_endpoint` (an --announce address: what others dial to reach us through NAT or a proxy) with our
+  // transport key when we listen encrypted.
+  std::string advertise(const std::string& public_endpoint) const {
+    return advertised_endpoint(public_endpoint, options_.socket.transport.get());
+  }
   // Stops the loop and closes the socket; never waits for remote peers. Idempotent.
   void stop();
 

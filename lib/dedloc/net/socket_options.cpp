@@ -4,6 +4,11 @@
 
 namespace dedloc::net {
 
+void resolve_process_defaults(SocketOptions& options) {
+  if (!options.access) options.access = AccessControl::process_default();
+  if (!options.transport) options.transport = TransportKeys::process_default();
+}
+
 void apply_socket_options(zmq::socket_t& socket, const SocketOptions& options) {
   socket.set(zmq::sockopt::linger, static_cast<int>(options.linger.count()));
   socket.set(zmq::sockopt::sndhwm, options.send_hwm);

@@ -9,6 +9,7 @@
 #include <zmq.hpp>
 
 #include "dedloc/net/access_control.hpp"
+#include "dedloc/net/transport_security.hpp"
 #include "dedloc/wire/limits.hpp"
 
 namespace dedloc::net {
@@ -22,7 +23,14 @@ struct SocketOptions {
   // (net/access_control.hpp). Null: the process's (AccessControl::process_default(), which the tools set
   // from --authority/--token), taken when the server or client is made; null there too in an open run.
   std::shared_ptr<AccessControl> access;
+  // This peer's CURVE keys (net/transport_security.hpp): servers listen encrypted and advertise them, clients
+  // present them. Null: the process's (TransportKeys::process_default(), set by the tools from their identity
+  // unless --plaintext), taken when the server or client is made; null there too: servers listen in plaintext.
+  std::shared_ptr<const TransportKeys> transport;
 };
+
+// Fills `access` and `transport` from the process's defaults where they are null.
+void resolve_process_defaults(SocketOptions& options);
 
 void apply_socket_options(zmq::socket_t& socket, const SocketOptions& options);
 

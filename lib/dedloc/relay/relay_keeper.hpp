@@ -37,7 +37,7 @@ class RelayKeeper {
   // Attaches to the first relay that accepts us, before `deadline`; then keeps it in the background.
   // kUnavailable listing each relay's refusal when none accepts; kNotFound when no relay is known.
   Status start(Deadline deadline);
-  std::string address() const;  // relay://…/p/OURID, empty while between relays
+  std::string address() const;  // relay://…/k/RELAYKEY/p/OURID, empty while between relays
   void stop();
 
  private:

@@ -123,7 +123,7 @@ void RelayLoop::handle(std::vector<zmq::message_t> parts) {
   }
   if (!frame->has_value()) {  // an ordinary request to the relay itself
     refuse(from, parts[1], error(Code::kInvalidArgument, "this is a relay: address peers behind it as "
-                                                         "relay://HOST:PORT/p/PEERID"));
+                                                         "relay://HOST:PORT/k/RELAYKEY/p/PEERID"));
     return;
   }
   auto now = std::chrono::steady_clock::now();
@@ -339,7 +339,7 @@ void RelayLoop::expire(SteadyTime now) {
 
 RelayServer::RelayServer(zmq::context_t& context, const crypto::Identity& identity, RelayOptions options)
     : context_(context), self_(identity.peer_id()), options_(std::move(options)) {
-  if (!options_.socket.access) options_.socket.access = net::AccessControl::process_default();
+  net::resolve_process_defaults(options_.socket);
 }
 
 RelayServer::~RelayServer() { stop(); }
@@ -352,8 +352,9 @@ Status RelayServer::start() {
     socket = zmq::socket_t(context_, zmq::socket_type::router);
     net::apply_socket_options(socket, options_.socket);
     socket.set(zmq::sockopt::router_mandatory, 1);
+    if (const auto& keys = options_.socket.transport) DEDLOC_RETURN_IF_ERROR(net::make_curve_server(socket, *keys));
     socket.bind(options_.listen);
-    endpoint_ = net::last_endpoint(socket);
+    endpoint_ = net::advertised_endpoint(net::last_endpoint(socket), options_.socket.transport.get());
   } catch (const zmq::error_t& e) {
     return error(Code::kUnavailable, "cannot listen on " + options_.listen + ": " + e.what());
   }

@@ -1,5 +1,5 @@
 // The relay (DESIGN §8, `dedloc-relay serve`): a public peer that keeps a circuit for each peer behind NAT
-// and forwards the requests addressed to it as "relay://HOST:PORT/p/PEERID" (wire/relay_frames.hpp).
+// and forwards the requests addressed to it as "relay://HOST:PORT/k/RELAYKEY/p/PEERID" (wire/relay_frames.hpp).
 //
 // One ROUTER socket and one loop thread. Peers attach with a signed proof of their PeerID; a second attach
 // of the same PeerID (the peer reconnected) takes the circuit over. Per attached peer the relay bounds:
@@ -65,7 +65,7 @@ class RelayServer {
 
   // Binds and starts the loop. kUnavailable naming the address when it cannot be bound.
   Status start();
-  const std::string& endpoint() const { return endpoint_; }  // as bound: "tcp://0.0.0.0:31338"
+  const std::string& endpoint() const { return endpoint_; }  // as bound: "tcp://0.0.0.0:31338[/k/KEY]"
   void stop();  // idempotent; never waits on peers
   RelayStats stats() const;
 

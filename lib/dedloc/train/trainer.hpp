@@ -50,7 +50,7 @@ struct TrainerOptions {
   TrainingOptions training;
   ScheduleOptions schedule;
   avg::AveragerOptions averaging;     // role kClient for a peer behind NAT
-  // Client mode: relays to stay reachable through (tcp://HOST:PORT/p/RELAYID), tried before those listed
+  // Client mode: relays to stay reachable through (tcp://HOST:PORT/k/RELAYKEY), tried before those listed
   // in the DHT. A client-mode peer attached to a relay serves its state there; one that finds no relay
   // still trains and sends, but nobody can download from it.
   std::vector<std::string> relays;

@@ -95,7 +95,7 @@ struct AvgJoinRefused {
   static constexpr std::string_view kName = "AvgJoinRefused";
   JoinRefusal reason = JoinRefusal::kNotLooking;
   std::string detail;  // for people: "schema differs: ab12… here, cd34… from you"
-  std::string leader;  // a leader's address (tcp://HOST:PORT/p/PEERID) to try instead, or empty
+  std::string leader;  // a leader's address (tcp://HOST:PORT/k/KEY) to try instead, or empty
 
   void encode(MapWriter& out) const;
   static Result<AvgJoinRefused> decode(MapReader in);

@@ -1,7 +1,7 @@
 // Relay circuits (DESIGN §8; docs/wire-protocol.md, "Relays"): how a peer behind NAT stays reachable.
 //
 // A peer in client mode cannot be dialled, so it dials a relay (a DEALER to the relay's ROUTER) and keeps
-// that connection open: its circuit. Anyone can then reach it at "relay://HOST:PORT/p/PEERID": a requester
+// that connection open: its circuit. Anyone can then reach it at "relay://HOST:PORT/k/RELAYKEY/p/PEERID": a requester
 // dials the relay and puts one routing frame before an ordinary dedloc request; the relay passes the
 // request down the circuit, and the peer's answer back, untouched. Requests and replies stay end-to-end
 // dedloc messages (the reply's sender is the peer, as if dialled directly); only the first frame is the
