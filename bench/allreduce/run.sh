@@ -2,7 +2,8 @@
 # Times dedloc's butterfly all-reduce (`dedloc-avg bench`, without compression and with fp16) beside
 # torch.distributed's gloo (gloo_bench.py) on the same shapes, alternating them so that noise from other
 # work on the machine hits all three alike, then prints a markdown table of the medians and the codec
-# throughput table (bench_codecs).
+# throughput table (bench_codecs). dedloc runs with --plaintext, as gloo does not encrypt (what CURVE, the
+# tools' default, costs is measured apart: bench/README.md).
 #   bench/allreduce/run.sh [BUILD_DIR]      (default: build; needs python3-torch from Debian)
 # Environment: ROUNDS (5) timed rounds per run; REPEATS (1) times each (peers, size) trio is run, medians
 # are over every round of every repeat; PEERS ("2 4"); SIZES ("64MiB 256MiB"); PART_KIB, WINDOW (dedloc's
@@ -41,8 +42,8 @@ for peers in $peers_list; do
   for size in $sizes; do
     for repeat in $(seq 1 "$repeats"); do
       echo "run.sh: $peers peers, $size, repeat $repeat/$repeats" >&2
-      "$avg" bench --peers "$peers" --size "$size" --rounds "$rounds" --codec none "${extra[@]}" --json >> "$out"
-      "$avg" bench --peers "$peers" --size "$size" --rounds "$rounds" --codec fp16 "${extra[@]}" --json >> "$out"
+      "$avg" --plaintext bench --peers "$peers" --size "$size" --rounds "$rounds" --codec none "${extra[@]}" --json >> "$out"
+      "$avg" --plaintext bench --peers "$peers" --size "$size" --rounds "$rounds" --codec fp16 "${extra[@]}" --json >> "$out"
       /usr/bin/python3 "$here/gloo_bench.py" --peers "$peers" --size "$size" --rounds "$rounds" --json >> "$out"
     done
   done

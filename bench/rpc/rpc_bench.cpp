@@ -2,8 +2,10 @@
 //
 // Both sides do the same work: a DEALER keeps `window` requests in flight to a ROUTER, which echoes each
 // request's payload back. dedloc adds what a real peer needs (msgpack envelope, request ids, deadlines,
-// the loop thread, decoding with limits); bare ZeroMQ does nothing but move frames. Reported: requests/s
-// and payload MB/s (one direction), median over rounds that alternate the two, and dedloc/bare ratio.
+// the loop thread, decoding with limits); bare ZeroMQ does nothing but move frames. dedloc runs twice: in
+// plaintext, and encrypted with CURVE as the tools run by default (net/transport_security.hpp). Reported:
+// requests/s and payload MB/s (one direction), medians over rounds that rotate the order, dedloc/bare
+// and CURVE/plaintext ratios.
 //
 // Usage: bench_rpc [--rounds N] [--seconds S]
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "dedloc/crypto/identity.hpp"
 #include "dedloc/net/client.hpp"
 #include "dedloc/net/server.hpp"
 #include "dedloc/wire/messages.hpp"
@@ -31,15 +34,20 @@ struct Sample {
 
 constexpr size_t kWindow = 16;
 
-Sample run_dedloc(zmq::context_t& context, size_t payload, double seconds) {
+Sample run_dedloc(zmq::context_t& context, size_t payload, double seconds, bool encrypted) {
   ServerOptions server_options;
+  ClientOptions client_options;
+  if (encrypted) {
+    server_options.socket.transport = TransportKeys::of(crypto::Identity::generate());
+    client_options.socket.transport = TransportKeys::of(crypto::Identity::generate());
+  }
   // The transport's own capacity is measured: no per-connection rate limit (net::PeerRateLimits, 20,000
   // requests/s by default, which one client pushing small requests on loopback exceeds).
   server_options.peer_limits.requests_per_second = 0;
   server_options.peer_limits.bytes_per_second = 0;
   Server server(context, server_options);
   if (!server.start().is_ok()) std::abort();
-  Client client(context, {});
+  Client client(context, client_options);
   Bytes data(payload, 0x5a);
   auto request = [&](std::uint64_t seq) {
     std::vector<zmq::message_t> frames;
@@ -128,28 +136,28 @@ int main(int argc, char** argv) {
   }
   zmq::context_t context;
   std::printf("bench_rpc: %d rounds x %.1f s each, window %zu, payload echoed back\n", rounds, seconds, kWindow);
-  std::printf("%-8s %14s %14s %12s %12s %8s\n", "payload", "dedloc req/s", "bare req/s", "dedloc MB/s", "bare MB/s",
-              "ratio");
+  std::printf("%-8s %12s %12s %12s %10s %10s %10s %11s %11s\n", "payload", "bare req/s", "dedloc", "+CURVE",
+              "bare MB/s", "dedloc", "+CURVE", "dedloc/bare", "CURVE/plain");
   for (size_t payload : {size_t{1} << 10, size_t{1} << 20}) {
-    std::vector<double> ours_rps, bare_rps, ours_mb, bare_mb, ratios;
+    // [0] bare, [1] dedloc plaintext, [2] dedloc CURVE
+    std::vector<double> rps[3], mb[3], vs_bare, curve_vs_plain;
     for (int r = 0; r < rounds; ++r) {
-      // Alternate which goes first so drift on a shared machine hits both alike.
-      Sample a, b;
-      if (r % 2 == 0) {
-        a = run_dedloc(context, payload, seconds);
-        b = run_bare(context, payload, seconds);
-      } else {
-        b = run_bare(context, payload, seconds);
-        a = run_dedloc(context, payload, seconds);
+      // Rotate which goes first so drift on a shared machine hits all three alike.
+      Sample got[3];
+      for (int k = 0; k < 3; ++k) {
+        int which = (k + r) % 3;
+        got[which] = which == 0 ? run_bare(context, payload, seconds) : run_dedloc(context, payload, seconds, which == 2);
       }
-      ours_rps.push_back(a.requests_per_s);
-      bare_rps.push_back(b.requests_per_s);
-      ours_mb.push_back(a.mb_per_s);
-      bare_mb.push_back(b.mb_per_s);
-      ratios.push_back(a.requests_per_s / b.requests_per_s);
+      for (int which = 0; which < 3; ++which) {
+        rps[which].push_back(got[which].requests_per_s);
+        mb[which].push_back(got[which].mb_per_s);
+      }
+      vs_bare.push_back(got[1].requests_per_s / got[0].requests_per_s);
+      curve_vs_plain.push_back(got[2].requests_per_s / got[1].requests_per_s);
     }
-    std::printf("%-8s %14.0f %14.0f %12.1f %12.1f %7.2fx\n", payload == 1024 ? "1 KiB" : "1 MiB", median(ours_rps),
-                median(bare_rps), median(ours_mb), median(bare_mb), median(ratios));
+    std::printf("%-8s %12.0f %12.0f %12.0f %10.1f %10.1f %10.1f %10.2fx %10.2fx\n", payload == 1024 ? "1 KiB" : "1 MiB",
+                median(rps[0]), median(rps[1]), median(rps[2]), median(mb[0]), median(mb[1]), median(mb[2]),
+                median(vs_bare), median(curve_vs_plain));
   }
   return 0;
 }

@@ -349,6 +349,7 @@ struct PeerSetup {
   Duration round_timeout{};
   Duration idle_timeout{};  // waiting for the parent's next command
   bool own_netns = false;
+  bool encrypted = true;  // CURVE, as the tools run by default; --plaintext to measure without
 };
 
 // The whole life of peer `setup.index`; returns its exit status. Errors go to the parent as reports or
@@ -375,8 +376,10 @@ int peer_main(const PeerSetup& setup, int from_parent, int to_parent) {
   Logger& log = Logger::global();
   zmq::context_t context;
   crypto::Identity identity = crypto::Identity::generate();
-  net::Server server(context, net::ServerOptions{"tcp://" + host + ":0", identity.peer_id(), {}, &log});
-  net::Client client(context, net::ClientOptions{identity.peer_id(), {}, std::chrono::seconds(600), &log});
+  net::SocketOptions socket;
+  if (setup.encrypted) socket.transport = net::TransportKeys::of(identity);
+  net::Server server(context, net::ServerOptions{"tcp://" + host + ":0", identity.peer_id(), socket, &log});
+  net::Client client(context, net::ClientOptions{identity.peer_id(), socket, std::chrono::seconds(600), &log});
   AllReduce all_reduce(server, client, identity.peer_id(), &log);
   if (auto s = server.start(); !s.is_ok()) return fail(s);
   Writer hello;
@@ -790,6 +793,10 @@ class BenchCommand final : public Command {
     setup.round_timeout = from_seconds(o_.timeout_seconds);
     setup.idle_timeout = from_seconds(2 * o_.timeout_seconds + 60);
     setup.own_netns = o_.emulate_links;
+    setup.encrypted = !common.plaintext;
+    if (setup.encrypted && !net::curve_supported()) {
+      return cli::report_failure(kTool, error(Code::kUnavailable, "this libzmq has no CURVE: run with --plaintext"));
+    }
     // No faults are expected here: the sender and reducer timeouts only keep a stuck round from hanging.
     setup.all_reduce.codec = plan->codec;
     setup.all_reduce.window = o_.window;
@@ -923,6 +930,7 @@ class BenchCommand final : public Command {
       j["shares"] = plan.planned ? "planner" : "uniform";
       j["counts"] = plan.counts;
       j["emulated_links"] = o_.emulate_links;
+      j["encrypted"] = !common.plaintext;
       j["times_s"] = times;
       std::vector<std::vector<double>> per_peer;
       for (const auto& r : rounds) per_peer.push_back(r.peer_seconds);
@@ -938,9 +946,10 @@ class BenchCommand final : public Command {
       std::cout << j.dump() << std::endl;
       return;
     }
-    std::printf("dedloc all-reduce: %zu peers, %s float32, codec %s, parts of %zu KiB, window %zu, %s shares%s\n",
+    std::printf("dedloc all-reduce: %zu peers, %s float32, codec %s, parts of %zu KiB, window %zu, %s shares, %s%s\n",
                 o_.peers, format_bytes(plan.bytes).c_str(), std::string(codec_name(plan.codec)).c_str(), o_.part_kib,
-                o_.window, plan.planned ? "planner" : "uniform", o_.emulate_links ? ", emulated links" : "");
+                o_.window, plan.planned ? "planner" : "uniform", common.plaintext ? "plaintext" : "CURVE",
+                o_.emulate_links ? ", emulated links" : "");
     std::printf("%6s %10s %12s %12s %8s\n", "round", "time_s", "algbw_GB/s", "busbw_GB/s", "cpu_s");
     for (size_t r = 0; r < rounds.size(); ++r) {
       const double a = static_cast<double>(plan.bytes) / rounds[r].seconds / 1e9;
