@@ -405,6 +405,37 @@ void access_seeds(const fs::path& dir) {
   write(dir, "seed-revocations-partial", input(4, Bytes(33, 7)));
 }
 
+// ---- address: the text of a peer address, as DHT contacts and records carry it ----
+void address_seeds(const fs::path& dir) {
+  const std::string key = to_hex(fuzz::identity().public_key());
+  const std::string id = fuzz::identity().peer_id().to_string();
+  const std::string other = crypto::Identity::from_seed(Bytes(32, 1)).value().peer_id().to_string();
+  const std::vector<std::pair<std::string, std::string>> seeds{
+      {"keyed", "tcp://127.0.0.1:31337/k/" + key},
+      {"keyed-with-id", "tcp://127.0.0.1:31337/k/" + key + "/p/" + id},
+      {"keyed-wrong-id", "tcp://127.0.0.1:31337/k/" + key + "/p/" + other},
+      {"keyed-short", "tcp://127.0.0.1:31337/k/" + key.substr(0, 40)},
+      {"keyed-not-a-point", "tcp://127.0.0.1:31337/k/" + std::string(64, 'f')},
+      {"plaintext", "tcp://203.0.113.7:31337/p/" + id},
+      {"bare", "tcp://203.0.113.7:31337"},
+      {"host-port", "198.51.100.2:4000"},
+      {"ipv6", "tcp://[2001:db8::1]:31337/k/" + key},
+      {"wildcard", "tcp://0.0.0.0:31337/k/" + key},
+      {"port-0", "tcp://127.0.0.1:0/p/" + id},
+      {"port-big", "tcp://127.0.0.1:70000"},
+      {"name", "tcp://relay.example.org:31338/k/" + key},
+      {"relay", "relay://203.0.113.9:31338/k/" + key + "/p/" + other},
+      {"relay-plaintext", "relay://203.0.113.9:31338/p/" + other},
+      {"relay-no-peer", "relay://203.0.113.9:31338/k/" + key},
+      {"relay-bad-key", "relay://203.0.113.9:31338/k/zz/p/" + other},
+      {"two-keys", "tcp://127.0.0.1:1/k/" + key + "/k/" + key},
+      {"empty", ""},
+      {"scheme-only", "tcp://"},
+      {"inproc", "inproc://dedloc-avg-" + id},
+  };
+  for (const auto& [name, text] : seeds) write_text(dir, "seed-" + name, text);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s CORPUS_ROOT   (tests/fuzz/corpus)\n", argv[0]);
@@ -419,5 +450,6 @@ int main(int argc, char** argv) {
   checkpoint_seeds(root / "checkpoint");
   records_seeds(root / "records");
   access_seeds(root / "access");
+  address_seeds(root / "address");
   return 0;
 }

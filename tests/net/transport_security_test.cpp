@@ -103,6 +103,11 @@ TEST_CASE("An encrypted server answers no one who dials with another key or in p
     auto reply = probe(client, with_endpoint_key(dial, impostor_key), 1500ms);
     CHECK(reply.status().code() == Code::kTimeout);
   }
+  SECTION("a key that is no curve point (a small-order one) is refused before dialling") {
+    auto reply = probe(client, with_endpoint_key(dial, crypto::PublicKey{}), 1500ms);
+    CHECK(reply.status().code() == Code::kInvalidArgument);
+    CHECK_THAT(reply.status().message(), Catch::Contains("not a valid key after /k/"));
+  }
   SECTION("no key: a plaintext client is not let in") {
     auto reply = probe(client, dial, 1500ms);
     CHECK(reply.status().code() == Code::kTimeout);
@@ -138,6 +143,10 @@ TEST_CASE("Endpoint keys: parsed, checked against the peer they claim, kept when
     CHECK(PeerAddress::parse(bad).status().code() == Code::kInvalidArgument);
     CHECK_FALSE(parse_tcp_endpoint(bad).is_ok());
   }
+
+  // A host that would print back as another address (the address fuzzer's find) is refused.
+  CHECK(PeerAddress::parse("p/c://[24.:38").status().code() == Code::kInvalidArgument);
+  CHECK(PeerAddress::parse("tcp://[2001:db8::1]:31337/k/" + hex).is_ok());
 
   // DHT contacts: an endpoint whose key is not the claimed id's is a lie; keyless ones have nothing to check.
   CHECK(endpoint_key_matches(keyed, identity.peer_id()));

@@ -42,7 +42,8 @@ struct KeyedEndpoint {
   std::string dial;                       // "tcp://host:port" (or inproc://, ipc://: never keyed)
   std::optional<crypto::PublicKey> key;   // the server's ed25519 public key, from "/k/KEY"
 };
-// kInvalidArgument for a "/k/" that is not followed by 64 hex digits of a valid key.
+// kInvalidArgument for a "/k/" that is not followed by 64 hex digits. (Whether those are a valid curve point
+// is checked when the endpoint is dialled: net::connect_to.)
 Result<KeyedEndpoint> split_endpoint_key(std::string_view endpoint);
 // `endpoint` with "/k/<hex key>" appended.
 std::string with_endpoint_key(std::string_view endpoint, const crypto::PublicKey& key);
