@@ -92,12 +92,15 @@ TEST_CASE("A flooding peer leaves another peer's latency within 2x and the node'
   net::Client other(context, {.self = crypto::Identity::generate().peer_id()});
   (void)median_ping_ms(other, target, 300ms);  // warm: connection, caches
 
-  // Alternate calm and flood, three times each, and compare the medians of the medians.
+  // Alternate calm and flood, five times each, and compare the medians of the medians: a shared VM has
+  // moments when everything is slow (a CI run once saw a flooded median of 0.25 ms where 0.07 is usual),
+  // and the median of five rides out two of them.
   std::vector<double> calm, flooded;
   std::uint64_t flood_requests = 0;
   const double memory_before = resident_mib();
   double memory_peak = memory_before;
-  for (int round = 0; round < 3; ++round) {
+  constexpr int kRounds = 5;
+  for (int round = 0; round < kRounds; ++round) {
     calm.push_back(median_ping_ms(other, target, 1s));
     Flooder flooder(target);
     std::this_thread::sleep_for(200ms);  // let the flood fill the queues before measuring
@@ -109,10 +112,11 @@ TEST_CASE("A flooding peer leaves another peer's latency within 2x and the node'
   std::sort(calm.begin(), calm.end());
   std::sort(flooded.begin(), flooded.end());
   const auto stats = swarm->node(0).stats().server;
-  WARN("ping median " << calm[1] << " ms calm, " << flooded[1] << " ms flooded; the flooder sent " << flood_requests
+  const double calm_median = calm[kRounds / 2], flooded_median = flooded[kRounds / 2];
+  WARN("ping median " << calm_median << " ms calm, " << flooded_median << " ms flooded; the flooder sent " << flood_requests
                       << " requests, " << stats.rate_limited << " refused by the rate limit, " << stats.requests
                       << " served in all; memory " << memory_before << " -> " << memory_peak << " MiB");
-  CHECK(flooded[1] <= 2 * calm[1]);
+  CHECK(flooded_median <= 2 * calm_median);
   CHECK(stats.rate_limited > 0);               // the flooder met its connection's limit
   CHECK(memory_peak - memory_before < 256);    // bounded queues, no per-request growth
 }
