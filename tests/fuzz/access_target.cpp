@@ -24,16 +24,9 @@ namespace {
 
 using namespace dedloc;
 
-// A clock fixed at the fixtures' time, so that seeds signed for it stay valid.
-class FixedClock final : public Clock {
- public:
-  TimePoint now() const override { return SystemClock::instance().now(); }
-  double unix_seconds() const override { return fuzz::kRecordsNow; }
-};
-
 // The run the checks are made for: the fixtures' identity is the authority and holds a token of its own.
 net::AccessControl& access() {
-  static FixedClock clock;
+  static ManualClock clock(fuzz::kRecordsNow);  // fixed at the fixtures' time: seeds signed for it stay valid
   static std::shared_ptr<net::AccessControl> access = [] {
     const auto& authority = fuzz::identity();
     auto token = crypto::AccessToken::issue(authority, authority.public_key(), "fuzz",

@@ -370,8 +370,6 @@ void records_seeds(const fs::path& dir) {
   write(dir, "seed-swarm", swarm);
 }
 
-}  // namespace
-
 // ---- access: selector 0 token, 1 token text, 2 auth frame, 3 attach proof with a token, 4 revocations ----
 void access_seeds(const fs::path& dir) {
   const auto& authority = fuzz::identity();
@@ -435,6 +433,8 @@ void address_seeds(const fs::path& dir) {
   };
   for (const auto& [name, text] : seeds) write_text(dir, "seed-" + name, text);
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -26,12 +26,6 @@ std::pair<dedloc::test::ChildProcess, std::string> start_relay(const std::string
 // "tcp://127.0.0.1:PORT/k/KEY" -> "relay://127.0.0.1:PORT/k/KEY/p/": how peers behind that relay are addressed.
 std::string relay_prefix(const std::string& relay) { return "relay://" + relay.substr(std::string("tcp://").size()) + "/p/"; }
 
-size_t averaged(const TrainerProcess& t) {
-  size_t n = 0;
-  for (const auto& step : t.steps()) n += step["event"] == "averaged";
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE("A client-mode trainer whose relay is SIGKILLed moves to another relay and is served there",
@@ -49,7 +43,7 @@ TEST_CASE("A client-mode trainer whose relay is SIGKILLed moves to another relay
   args.extra = {"--client-mode", "--relay", first_address};
   auto b = TrainerProcess::start("client", args);
   REQUIRE((a && b));
-  REQUIRE(dedloc::test::pump_until({&*a, &*b}, 60s, [&] { return averaged(*a) >= 3 && averaged(*b) >= 3; }));
+  REQUIRE(dedloc::test::pump_until({&*a, &*b}, 60s, [&] { return a->averaged_rounds() >= 3 && b->averaged_rounds() >= 3; }));
 
   first.kill(SIGKILL);
   REQUIRE(first.wait(10s) == 128 + SIGKILL);

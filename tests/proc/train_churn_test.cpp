@@ -78,11 +78,6 @@ TEST_CASE("A run survives a trainer SIGKILLed mid-epoch and a newcomer catches u
   auto d = start("d", address, 4, 1);
   const std::uint64_t epoch_at_join = a.epoch();
 
-  auto newcomer_rounds = [&] {
-    std::uint64_t averaged = 0;
-    for (const auto& s : d.steps()) averaged += s["event"] == "averaged";
-    return averaged;
-  };
   // Stop once the run is far enough and the three are in step. A peer may lag two epochs for a moment (it
   // then downloads the state, retrying every few seconds), so stopping at an arbitrary moment could catch
   // one mid-way; the swarm must come back together within the deadline.
@@ -91,7 +86,7 @@ TEST_CASE("A run survives a trainer SIGKILLed mid-epoch and a newcomer catches u
     return high <= low + 1;
   };
   REQUIRE(pump_until({&a, &b, &d}, 180s, [&] {
-    return a.epoch() >= kLastEpoch && b.epoch() >= kLastEpoch && newcomer_rounds() >= kNewcomerRounds && in_step();
+    return a.epoch() >= kLastEpoch && b.epoch() >= kLastEpoch && d.averaged_rounds() >= kNewcomerRounds && in_step();
   }));
   for (auto* p : {&a, &b, &d}) p->process().kill(SIGINT);
   REQUIRE(pump_until({&a, &b, &d}, 60s, [&] { return a.find("exit") && b.find("exit") && d.find("exit"); }));
@@ -113,7 +108,7 @@ TEST_CASE("A run survives a trainer SIGKILLed mid-epoch and a newcomer catches u
     CHECK((*p->find("exit"))["steps_skipped"].get<std::uint64_t>() == 0);
   }
   CHECK(d.find("exit").value()["states_loaded"].get<std::uint64_t>() >= 1);
-  CHECK(newcomer_rounds() >= kNewcomerRounds);  // it trained with the others, not beside them
+  CHECK(d.averaged_rounds() >= kNewcomerRounds);  // it trained with the others, not beside them
 
   // The survivors kept stepping to the last epoch, with finite losses; one that fell two epochs behind
   // (stuck in a round with the killed peer until its timeouts) may skip ahead by downloading the state.

@@ -80,6 +80,12 @@ std::vector<json> TrainerProcess::steps() const {
   return out;
 }
 
+size_t TrainerProcess::averaged_rounds() const {
+  size_t n = 0;
+  for (const auto& e : events_) n += e.value("event", "") == "averaged";
+  return n;
+}
+
 std::optional<json> TrainerProcess::find(const std::string& event) const {
   for (const auto& e : events_) {
     if (e.value("event", "") == event) return e;

@@ -43,6 +43,8 @@ class TrainerProcess {
   std::uint64_t epoch() const;
   // The step lines (event averaged, alone, local or skipped), in order.
   std::vector<nlohmann::json> steps() const;
+  // How many of those steps averaged with others.
+  size_t averaged_rounds() const;
   // The first line with this event, if any.
   std::optional<nlohmann::json> find(const std::string& event) const;
   const std::vector<nlohmann::json>& events() const { return events_; }

@@ -794,8 +794,8 @@ class BenchCommand final : public Command {
     setup.idle_timeout = from_seconds(2 * o_.timeout_seconds + 60);
     setup.own_netns = o_.emulate_links;
     setup.encrypted = !common.plaintext;
-    if (setup.encrypted && !net::curve_supported()) {
-      return cli::report_failure(kTool, error(Code::kUnavailable, "this libzmq has no CURVE: run with --plaintext"));
+    if (auto curve = setup.encrypted ? net::require_curve() : Status::ok(); !curve.is_ok()) {
+      return cli::report_failure(kTool, curve);
     }
     // No faults are expected here: the sender and reducer timeouts only keep a stuck round from hanging.
     setup.all_reduce.codec = plan->codec;

@@ -8,14 +8,14 @@
 #include "dedloc/crypto/access_token.hpp"
 #include "dedloc/dht/node.hpp"
 #include "dedloc/dht/revocations.hpp"
-#include "values.hpp"
 
 namespace dedloc::tools {
 
 namespace {
-constexpr std::string_view kTool = "dedloc-dht";
-}  // namespace
 
+constexpr std::string_view kTool = "dedloc-dht";
+
+// Parses "21d", "12h", "90m", "3600s" or plain seconds; kInvalidArgument naming --expires.
 Result<double> parse_duration_seconds(std::string_view text) {
   static const std::pair<char, double> kUnits[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
   double unit = 1;
@@ -39,6 +39,8 @@ Result<double> parse_duration_seconds(std::string_view text) {
   if (!(value > 0) || !std::isfinite(value)) return error(Code::kInvalidArgument, "--expires must be positive");
   return value * unit;
 }
+
+}  // namespace
 
 int print_identity(const cli::CommonFlags& common) {
   if (common.identity.empty()) {

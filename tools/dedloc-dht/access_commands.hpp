@@ -5,8 +5,6 @@
 //   token revoke --authority-key FILE --peer-key PUBKEY --initial-peers ADDR   (dht/revocations.hpp)
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include "dedloc/cli/app.hpp"
 
 namespace dedloc::tools {
@@ -21,9 +19,6 @@ struct TokenIssueOptions {
   std::vector<std::string> initial_peers;  // token revoke
   double timeout_seconds = 10;
 };
-
-// Parses "21d", "12h", "90m", "3600s" or plain seconds; kInvalidArgument naming --expires.
-Result<double> parse_duration_seconds(std::string_view text);
 
 int print_identity(const cli::CommonFlags& common);
 int issue_token(const TokenIssueOptions& o, const cli::CommonFlags& common);

@@ -57,11 +57,6 @@ void read_options(dedloc::ConfigReader& reader, Options& o) {
   reader.read("timeout_seconds", o.timeout_seconds);
 }
 
-dedloc::Result<std::vector<dedloc::net::PeerAddress>> parse_peers(const std::vector<std::string>& texts,
-                                                                   const cli::CommonFlags& common) {
-  return cli::peer_addresses(common, texts, "--initial-peers");
-}
-
 // A short-lived client-mode node for store/get/peers: no server, joined through the initial peers.
 dedloc::Result<std::unique_ptr<dht::Node>> join_as_client(zmq::context_t& context, const Options& o,
                                                           const cli::CommonFlags& common) {
@@ -70,7 +65,7 @@ dedloc::Result<std::unique_ptr<dht::Node>> join_as_client(zmq::context_t& contex
                          "--initial-peers ADDR is required: the address a running `dedloc-dht serve` printed "
                          "(tcp://HOST:PORT/k/KEY)");
   }
-  auto peers = parse_peers(o.initial_peers, common);
+  auto peers = cli::peer_addresses(common, o.initial_peers, "--initial-peers");
   if (!peers) return peers.status();
   auto identity = cli::load_identity(common);
   if (!identity) return identity.status();
@@ -81,7 +76,7 @@ dedloc::Result<std::unique_ptr<dht::Node>> join_as_client(zmq::context_t& contex
 }
 
 int serve(const Options& o, const cli::CommonFlags& common) {
-  auto peers = parse_peers(o.initial_peers, common);
+  auto peers = cli::peer_addresses(common, o.initial_peers, "--initial-peers");
   if (!peers) return cli::report_failure(kTool, peers.status());
   auto identity = cli::load_identity(common);
   if (!identity) return cli::report_failure(kTool, identity.status());

@@ -1,7 +1,6 @@
 #include "values.hpp"
 
 #include <cmath>
-#include <ctime>
 #include <sstream>
 
 namespace dedloc::tools {

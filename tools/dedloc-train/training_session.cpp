@@ -69,9 +69,8 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   }
   auto peers = cli::peer_addresses(common, o.initial_peers, "--initial-peers");
   if (!peers) return cli::report_failure(kTool, peers.status());
-  if (auto relays = cli::peer_addresses(common, o.relays, "--relay"); !relays) {
-    return cli::report_failure(kTool, relays.status());
-  }
+  auto relays = cli::peer_addresses(common, o.relays, "--relay");
+  if (!relays) return cli::report_failure(kTool, relays.status());
   if (!o.relays.empty() && !o.client_mode) {
     return cli::report_failure(kTool, error(Code::kInvalidArgument, "--relay is for --client-mode peers (others are dialled directly)"));
   }
@@ -125,7 +124,7 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   options.schedule = recipe->schedule;
   auto& a = options.averaging;
   a.role = o.client_mode ? avg::AvgRole::kClient : avg::AvgRole::kNode;
-  options.relays = o.relays;
+  options.relaying.relays = std::move(*relays);
   a.listen = o.avg_listen;
   if (!o.client_mode) a.announce = announced(o.avg_listen, o.announce_host);
   a.bandwidth = (o.bandwidth_mbit > 0 ? o.bandwidth_mbit : recipe->averaging.bandwidth_mbit) * 1e6 / 8;

@@ -271,6 +271,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
     if (!(weight > 0) || !std::isfinite(weight)) return error(Code::kInvalidArgument, "a sender's weight must be > 0");
   }
   if (options.window == 0) return error(Code::kInvalidArgument, "window must be at least 1");
+  if (options.centered_clip) DEDLOC_RETURN_IF_ERROR(check(*options.centered_clip));
 
   auto sender = std::make_shared<Sender>();
   sender->client = &client_;

@@ -77,10 +77,7 @@ std::string averager_in_process_endpoint(const crypto::PeerId& self) {
 std::string Averager::in_process_endpoint() const { return averager_in_process_endpoint(self_); }
 
 std::string Averager::dialable_endpoint() const {
-  if (options_.role == AvgRole::kClient) return "";
-  if (!options_.announce.empty()) return server_->advertise(options_.announce);
-  auto dht_host = net::parse_tcp_endpoint(dht_.endpoint());
-  return net::dialable_endpoint(server_->endpoint(), dht_host ? dht_host->host : "127.0.0.1");
+  return averaging_endpoint(options_.role, options_.announce, *server_, dht_);
 }
 
 Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> vector, double weight,

@@ -33,6 +33,14 @@ plan::MemberRole plan_role(AvgRole role) {
 
 std::string matchmaking_key(const std::string& group_key) { return group_key + "_matchmaking"; }
 
+std::string averaging_endpoint(AvgRole role, const std::string& announce, const net::Server& server,
+                               const dht::Node& dht) {
+  if (role == AvgRole::kClient) return "";
+  if (!announce.empty()) return server.advertise(announce);
+  auto dht_host = net::parse_tcp_endpoint(dht.endpoint());
+  return net::dialable_endpoint(server.endpoint(), dht_host ? dht_host->host : "127.0.0.1");
+}
+
 Matchmaker::Matchmaker(dht::Node& dht, net::Server& server, net::Client& client, crypto::PeerId self,
                        MatchmakingOptions options, Logger* log)
     : dht_(dht), server_(server), client_(client), self_(self), options_(std::move(options)), log_(log) {
@@ -203,14 +211,7 @@ Result<Group> Matchmaker::find_group() {
   if (options_.target_group_size < 2 || options_.min_group_size < 1 || options_.min_group_size > options_.target_group_size) {
     return error(Code::kInvalidArgument, "need 1 <= min_group_size <= target_group_size, target >= 2");
   }
-  if (options_.role == AvgRole::kClient) {
-    endpoint_.clear();
-  } else if (!options_.announce.empty()) {
-    endpoint_ = server_.advertise(options_.announce);
-  } else {
-    auto dht_host = net::parse_tcp_endpoint(dht_.endpoint());
-    endpoint_ = net::dialable_endpoint(server_.endpoint(), dht_host ? dht_host->host : "127.0.0.1");
-  }
+  endpoint_ = averaging_endpoint(options_.role, options_.announce, server_, dht_);
   if (endpoint_.empty() && options_.role != AvgRole::kClient) {
     return error(Code::kInvalidArgument, "the averaging server is not started (no endpoint to announce)");
   }

@@ -49,6 +49,12 @@ struct MatchmakingOptions {
   std::string announce;
 };
 
+// Where others dial an averaging server: nothing for a client-mode peer (nobody can dial it); `announce`,
+// with our transport key, when given; otherwise the bound endpoint, a wildcard host replaced by the address
+// toward our DHT node's host.
+std::string averaging_endpoint(AvgRole role, const std::string& announce, const net::Server& server,
+                               const dht::Node& dht);
+
 class Matchmaker {
  public:
   // Registers the AvgJoin handler on `server` (before server.start()).

@@ -110,10 +110,7 @@ Result<crypto::Identity> load_identity(const CommonFlags& flags) {
   if (!id) return id.status().with_context("--identity");
   DEDLOC_RETURN_IF_ERROR(install_access(flags, *id));
   if (!flags.plaintext) {
-    if (!net::curve_supported()) {
-      return error(Code::kUnavailable, "this libzmq has no CURVE, so it cannot encrypt: run with --plaintext, or "
-                                       "install a libzmq built with libsodium (Debian's libzmq5 is)");
-    }
+    DEDLOC_RETURN_IF_ERROR(net::require_curve());
     net::TransportKeys::set_process_default(net::TransportKeys::of(*id));
   }
   return id;

@@ -4,19 +4,17 @@
 
 #include <cmath>
 
+#include "dedloc/core/process_default.hpp"
+
 namespace dedloc::net {
 
 namespace {
 
 constexpr size_t kMaxVerifiedTokens = 4096;
 
-std::shared_ptr<AccessControl>& default_slot() {
-  static std::shared_ptr<AccessControl> access;
+ProcessDefault<AccessControl>& process_access() {
+  static ProcessDefault<AccessControl> access;
   return access;
-}
-std::mutex& default_mutex() {
-  static std::mutex m;
-  return m;
 }
 
 std::uint64_t unix_ms(const Clock& clock) { return static_cast<std::uint64_t>(std::llround(clock.unix_seconds() * 1000)); }
@@ -148,14 +146,8 @@ AccessStats AccessControl::stats() const {
   return stats_;
 }
 
-std::shared_ptr<AccessControl> AccessControl::process_default() {
-  std::lock_guard lock(default_mutex());
-  return default_slot();
-}
+std::shared_ptr<AccessControl> AccessControl::process_default() { return process_access().get(); }
 
-void AccessControl::set_process_default(std::shared_ptr<AccessControl> access) {
-  std::lock_guard lock(default_mutex());
-  default_slot() = std::move(access);
-}
+void AccessControl::set_process_default(std::shared_ptr<AccessControl> access) { process_access().set(std::move(access)); }
 
 }  // namespace dedloc::net

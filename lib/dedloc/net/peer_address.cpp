@@ -50,11 +50,23 @@ std::string with_endpoint_key(std::string_view endpoint, const crypto::PublicKey
   return std::string(endpoint) + std::string(kKeySuffix) + to_hex(key);
 }
 
+namespace {
+
+bool key_names(const std::optional<crypto::PublicKey>& key, const crypto::PeerId& id) {
+  return !key || crypto::PeerId::from_public_key(*key) == id;
+}
+
+}  // namespace
+
 bool endpoint_key_matches(std::string_view endpoint, const crypto::PeerId& id) {
   if (is_relay(endpoint)) return true;  // a relay's key names the relay, not the peer behind it
   auto keyed = split_endpoint_key(endpoint);
-  if (!keyed) return false;
-  return !keyed->key || crypto::PeerId::from_public_key(*keyed->key) == id;
+  return keyed && key_names(keyed->key, id);
+}
+
+bool is_contact_endpoint(std::string_view endpoint, const crypto::PeerId& id) {
+  auto host_port = parse_tcp_endpoint(endpoint);
+  return host_port && key_names(host_port->key, id);
 }
 
 Result<HostPort> parse_tcp_endpoint(std::string_view keyed_endpoint) {

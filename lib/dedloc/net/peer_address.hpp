@@ -50,6 +50,9 @@ std::string with_endpoint_key(std::string_view endpoint, const crypto::PublicKey
 // False when `endpoint` names a key that is not `id`'s: someone claims an id whose key they do not hold.
 // True for endpoints without a key (nothing to check) and for those whose key is `id`'s.
 bool endpoint_key_matches(std::string_view endpoint, const crypto::PeerId& id);
+// What a DHT contact's endpoint (or a request's sender endpoint) must be: tcp://, well formed, and with no key
+// or `id`'s key. One parse: it runs for every request a node serves.
+bool is_contact_endpoint(std::string_view endpoint, const crypto::PeerId& id);
 
 struct HostPort {
   std::string host;

@@ -277,17 +277,15 @@ void Server::handle(wire::MessageType type, Handler handler) { handlers_[type] =
 Status Server::start() {
   if (loop_) return error(Code::kInvalidArgument, "server already started");
   zmq::socket_t socket;
-  try {
-    socket = zmq::socket_t(context_, zmq::socket_type::router);
-    apply_socket_options(socket, options_.socket);
-    // Tell a client whose request cannot be routed, instead of silently dropping (ROUTER default).
-    socket.set(zmq::sockopt::router_mandatory, 1);
-    if (options_.socket.transport) DEDLOC_RETURN_IF_ERROR(make_curve_server(socket, *options_.socket.transport));
-    socket.bind(options_.listen);
-    endpoint_ = advertised_endpoint(last_endpoint(socket), options_.socket.transport.get());
-    for (const auto& extra : options_.also_listen) socket.bind(extra);
-  } catch (const zmq::error_t& e) {
-    return error(Code::kUnavailable, "cannot listen on " + options_.listen + ": " + e.what());
+  auto bound = open_router(context_, socket, options_.listen, options_.socket);
+  if (!bound) return bound.status();
+  endpoint_ = std::move(*bound);
+  for (const auto& extra : options_.also_listen) {
+    try {
+      socket.bind(extra);
+    } catch (const zmq::error_t& e) {
+      return error(Code::kUnavailable, "cannot listen on " + extra + ": " + e.what());
+    }
   }
   loop_ = std::make_shared<ServerLoop>(std::move(socket), options_, handlers_);
   thread_ = std::thread([loop = loop_] { loop->run(); });

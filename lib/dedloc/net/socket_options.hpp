@@ -34,6 +34,13 @@ void resolve_process_defaults(SocketOptions& options);
 
 void apply_socket_options(zmq::socket_t& socket, const SocketOptions& options);
 
+// A server's ROUTER socket, as every dedloc server opens one: `options` applied, unroutable replies reported
+// (router_mandatory) rather than dropped, CURVE with `options.transport` when set, bound at `listen`.
+// `socket` is replaced; returns the endpoint others dial (with our key when encrypted). kUnavailable naming
+// `listen` when it cannot be bound.
+Result<std::string> open_router(zmq::context_t& context, zmq::socket_t& socket, const std::string& listen,
+                                const SocketOptions& options);
+
 // The endpoint a socket is really bound to ("tcp://127.0.0.1:41234" after binding port 0).
 std::string last_endpoint(zmq::socket_t& socket);
 

@@ -2,31 +2,19 @@
 
 #include <sodium.h>
 
-#include <mutex>
-
+#include "dedloc/core/process_default.hpp"
 #include "dedloc/net/peer_address.hpp"
 
 namespace dedloc::net {
 
 namespace {
 
-std::mutex& default_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
-std::shared_ptr<const TransportKeys>& default_slot() {
-  static std::shared_ptr<const TransportKeys> keys;
+ProcessDefault<const TransportKeys>& process_keys() {
+  static ProcessDefault<const TransportKeys> keys;
   return keys;
 }
 
 zmq::const_buffer key_buffer(const crypto::CurveKey& key) { return zmq::const_buffer(key.data(), key.size()); }
-
-Status no_curve() {
-  return error(Code::kUnavailable,
-               "this libzmq was built without CURVE, so it cannot encrypt; run with --plaintext, or install a "
-               "libzmq built with libsodium (Debian's libzmq5 is)");
-}
 
 }  // namespace
 
@@ -37,20 +25,21 @@ std::shared_ptr<const TransportKeys> TransportKeys::of(const crypto::Identity& i
   return keys;
 }
 
-std::shared_ptr<const TransportKeys> TransportKeys::process_default() {
-  std::lock_guard lock(default_mutex());
-  return default_slot();
-}
+std::shared_ptr<const TransportKeys> TransportKeys::process_default() { return process_keys().get(); }
 
-void TransportKeys::set_process_default(std::shared_ptr<const TransportKeys> keys) {
-  std::lock_guard lock(default_mutex());
-  default_slot() = std::move(keys);
-}
+void TransportKeys::set_process_default(std::shared_ptr<const TransportKeys> keys) { process_keys().set(std::move(keys)); }
 
 bool curve_supported() { return zmq_has("curve") == 1; }
 
+Status require_curve() {
+  if (curve_supported()) return Status::ok();
+  return error(Code::kUnavailable,
+               "this libzmq was built without CURVE, so it cannot encrypt; run with --plaintext, or install a "
+               "libzmq built with libsodium (Debian's libzmq5 is)");
+}
+
 Status make_curve_server(zmq::socket_t& socket, const TransportKeys& keys) {
-  if (!curve_supported()) return no_curve();
+  DEDLOC_RETURN_IF_ERROR(require_curve());
   socket.set(zmq::sockopt::curve_server, 1);
   socket.set(zmq::sockopt::curve_secretkey, key_buffer(keys.curve.secret_key));
   return Status::ok();
@@ -59,7 +48,8 @@ Status make_curve_server(zmq::socket_t& socket, const TransportKeys& keys) {
 std::string advertised_endpoint(const std::string& bound, const TransportKeys* keys) {
   // Only TCP endpoints are dialled by others; inproc:// and ipc:// stay as they are, and so does an
   // endpoint that names a key already (an --announce address written out in full).
-  if (!keys || bound.rfind("tcp://", 0) != 0 || bound.find("/k/") != std::string::npos) return bound;
+  if (!keys || bound.rfind("tcp://", 0) != 0) return bound;
+  if (auto keyed = split_endpoint_key(bound); !keyed || keyed->key) return bound;
   return with_endpoint_key(bound, keys->public_key);
 }
 
@@ -68,7 +58,7 @@ Status connect_to(zmq::socket_t& socket, std::string_view endpoint, const Transp
   if (!keyed) return keyed.status();
   try {
     if (keyed->key) {
-      if (!curve_supported()) return no_curve();
+      DEDLOC_RETURN_IF_ERROR(require_curve());
       auto server_key = crypto::curve_public_key(*keyed->key);
       if (!server_key) return error(Code::kInvalidArgument, "'" + std::string(endpoint) + "': not a valid key after /k/");
       crypto::CurveKeyPair client;

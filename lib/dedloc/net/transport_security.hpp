@@ -40,6 +40,8 @@ struct TransportKeys {
 
 // Whether this process's libzmq was built with CURVE (Debian's is, with libsodium).
 bool curve_supported();
+// Ok when it was; kUnavailable saying what to do (--plaintext, or another libzmq) otherwise.
+Status require_curve();
 
 // Makes `socket` a CURVE server with `keys` (call before bind). kUnavailable without CURVE in libzmq.
 Status make_curve_server(zmq::socket_t& socket, const TransportKeys& keys);

@@ -348,16 +348,9 @@ Status RelayServer::start() {
   if (loop_) return error(Code::kInvalidArgument, "relay already started");
   keep_freed_memory();  // ZeroMQ mallocs every message the relay receives (parts of MiBs): core/memory.hpp
   zmq::socket_t socket;
-  try {
-    socket = zmq::socket_t(context_, zmq::socket_type::router);
-    net::apply_socket_options(socket, options_.socket);
-    socket.set(zmq::sockopt::router_mandatory, 1);
-    if (const auto& keys = options_.socket.transport) DEDLOC_RETURN_IF_ERROR(net::make_curve_server(socket, *keys));
-    socket.bind(options_.listen);
-    endpoint_ = net::advertised_endpoint(net::last_endpoint(socket), options_.socket.transport.get());
-  } catch (const zmq::error_t& e) {
-    return error(Code::kUnavailable, "cannot listen on " + options_.listen + ": " + e.what());
-  }
+  auto bound = net::open_router(context_, socket, options_.listen, options_.socket);
+  if (!bound) return bound.status();
+  endpoint_ = std::move(*bound);
   loop_ = std::make_shared<RelayLoop>(std::move(socket), self_, options_);
   thread_ = std::thread([loop = loop_] { loop->run(); });
   return Status::ok();

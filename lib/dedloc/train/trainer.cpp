@@ -418,11 +418,6 @@ Status Trainer::catch_up(TrainerReport& report) {
 void Trainer::attach_to_relay() {
   auto& p = *parts_;
   relay::RelayKeeperOptions keeping = options_.relaying;
-  for (const auto& text : options_.relays) {
-    auto address = net::PeerAddress::parse(text);
-    if (address) keeping.relays.push_back(*address);
-    else Logger::Line(options_.log, LogLevel::kWarning, kLog) << "ignoring relay " << text << ": " << address.status().message();
-  }
   // Forwarded requests reach our averaging server in-process.
   keeping.local_endpoint = p.averager->in_process_endpoint();
   keeping.log = options_.log;

@@ -50,11 +50,10 @@ struct TrainerOptions {
   TrainingOptions training;
   ScheduleOptions schedule;
   avg::AveragerOptions averaging;     // role kClient for a peer behind NAT
-  // Client mode: relays to stay reachable through (tcp://HOST:PORT/k/RELAYKEY), tried before those listed
-  // in the DHT. A client-mode peer attached to a relay serves its state there; one that finds no relay
-  // still trains and sends, but nobody can download from it.
-  std::vector<std::string> relays;
-  relay::RelayKeeperOptions relaying;  // heartbeat, dead_after, ... (relays and endpoints are filled in)
+  // Client mode: `relaying.relays` are relays to stay reachable through, tried before those listed in the
+  // DHT (heartbeat, dead_after, ... too; the endpoints are filled in). A client-mode peer attached to a relay
+  // serves its state there; one that finds no relay still trains and sends, but nobody can download from it.
+  relay::RelayKeeperOptions relaying;
   double max_time_seconds = 0;        // stop after this much wall time; 0: no limit
   std::uint64_t max_epochs = 0;       // stop at this epoch; 0: no limit
   size_t min_peers = 1;               // wait (up to wait_for_peers) until this many peers, us included, are in
