@@ -24,10 +24,11 @@ const std::string& dht_binary() {
 
 // A `dedloc-dht serve` member of the run: the process and its address.
 std::pair<test::ChildProcess, std::string> serve(const test::PrivateRun& run, const std::string& name,
-                                                 const std::string& initial_peer = "") {
+                                                 const std::string& initial_peer = "",
+                                                 const std::string& revocation_refresh = "1") {
   std::vector<std::string> argv{dht_binary(), "--log-level", "warning"};
   for (auto& flag : run.member(name)) argv.push_back(flag);
-  argv.insert(argv.end(), {"serve", "--listen", "tcp://127.0.0.1:0", "--revocation-refresh", "1"});
+  argv.insert(argv.end(), {"serve", "--listen", "tcp://127.0.0.1:0", "--revocation-refresh", revocation_refresh});
   if (!initial_peer.empty()) argv.insert(argv.end(), {"--initial-peers", initial_peer});
   auto [node, ready] = test::start_ready(argv);
   return {std::move(node), ready["endpoints"][0].get<std::string>()};
@@ -102,6 +103,17 @@ TEST_CASE("A private run: members join and store, outsiders are refused with the
     CHECK_THAT(refused.output, Catch::Contains("revoked"));
     // Alice is still served.
     CHECK(test::run_dht(alice + " get greeting --initial-peers " + second_address).exit_code == 0);
+
+    // A node that joins now, reading the list only every 30 s, refuses bob at once: it reads the list as
+    // soon as it has joined (at its start the routing table was still empty).
+    auto [late, late_address] = serve(run, "late", first_address, "30");
+    const auto late_until = std::chrono::steady_clock::now() + 10s;  // well inside its 30 s refresh
+    do {
+      refused = test::run_dht(test::joined(bob) + " get greeting --initial-peers " + late_address);
+    } while (refused.exit_code == 0 && std::chrono::steady_clock::now() < late_until);
+    INFO(refused.output);
+    CHECK(refused.exit_code != 0);
+    CHECK_THAT(refused.output, Catch::Contains("revoked"));
   }
   SECTION("--authority without --token") {
     auto refused = test::run_dht("--authority " + run.authority() + " get greeting --initial-peers " + first_address);

@@ -33,7 +33,7 @@ std::vector<Contact> to_contacts(const std::vector<wire::ContactInfo>& infos, do
   out.reserve(infos.size());
   for (const auto& info : infos) {
     // An endpoint whose key is not the id's would have us talk, encrypted, to someone else under that id.
-    if (!info.id.is_zero() && net::parse_tcp_endpoint(info.endpoint) && net::endpoint_key_matches(info.endpoint, info.id)) {
+    if (!info.id.is_zero() && net::is_contact_endpoint(info.endpoint, info.id)) {
       out.push_back(to_contact(info, now));
     }
   }
@@ -75,6 +75,7 @@ Status Node::start() {
   if (options_.listen.empty() && !options_.client_mode) {
     return error(Code::kInvalidArgument, "a DHT node without a listen address must run in client mode");
   }
+  net::resolve_process_defaults(options_.socket);
   net::ClientOptions client_options;
   client_options.self = id();
   client_options.socket = options_.socket;
@@ -97,8 +98,7 @@ Status Node::start() {
   }
   started_ = true;
   if (options_.maintenance_interval > Duration::zero()) maintenance_ = std::thread([this] { maintenance_loop(); });
-  auto access = options_.socket.access ? options_.socket.access : net::AccessControl::process_default();
-  if (access && options_.revocation_refresh > Duration::zero()) {
+  if (auto access = options_.socket.access; access && options_.revocation_refresh > Duration::zero()) {
     revocation_watch_ = std::thread([this, access] { revocation_loop(access); });
   }
   // A one-shot client (no server) is a command-line tool's helper: its life story is debug detail.
@@ -187,7 +187,7 @@ Status Node::store_locally(const std::string& key_name, const wire::RecordEntry&
 void Node::note_sender(const crypto::PeerId& id, const std::string& endpoint) {
   // Client-mode nodes send no endpoint and stay out of routing tables; so does anything we cannot dial.
   if (endpoint.empty() || id.is_zero() || id == this->id() || endpoint.size() > wire::kMaxEndpointBytes) return;
-  if (!net::parse_tcp_endpoint(endpoint) || !net::endpoint_key_matches(endpoint, id)) return;
+  if (!net::is_contact_endpoint(endpoint, id)) return;
   note_alive(Contact{id, endpoint, now()});
 }
 
@@ -636,6 +636,12 @@ Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline dead
   }
   // Looking up our own id fills the table with our neighbourhood and tells our neighbours about us.
   replica_set(id(), deadline);
+  {
+    // The revocation list read at start found an empty routing table: read it now that there are peers.
+    std::lock_guard wake(maintenance_mutex_);
+    revocations_due_ = true;
+  }
+  maintenance_wake_.notify_all();
   std::lock_guard lock(mutex_);
   Logger::Line(options_.log, server_ ? LogLevel::kInfo : LogLevel::kDebug, kLog) << "joined through " << answered.size() << " initial peer(s); " << table_.size()
                            << " contacts";
@@ -667,10 +673,14 @@ NodeStats Node::stats() const {
 void Node::revocation_loop(std::shared_ptr<net::AccessControl> access) {
   size_t revoked = 0;
   std::unique_lock lock(maintenance_mutex_);
-  do {
+  while (true) {
+    // Read at start, once joined (bootstrap() wakes us), then every revocation_refresh. Before bootstrap, or
+    // while the DHT is unreachable, a read fails: the list stays as it was until one succeeds (a revocation
+    // takes effect once a node has seen it).
+    maintenance_wake_.wait_for(lock, options_.revocation_refresh, [&] { return stopping_.load() || revocations_due_; });
+    if (stopping_) return;
+    revocations_due_ = false;
     lock.unlock();
-    // Before bootstrap, or while the DHT is unreachable, this fails: the list stays as it was until a read
-    // succeeds (a revocation takes effect once a node has seen it).
     auto list = read_revocations(*this, access->authority(), Deadline::after(options_.rpc_timeout * 3));
     if (list && list->has_value()) {
       if ((*list)->size() != revoked) {
@@ -681,7 +691,7 @@ void Node::revocation_loop(std::shared_ptr<net::AccessControl> access) {
       access->set_revoked(std::move(**list));
     }
     lock.lock();
-  } while (!maintenance_wake_.wait_for(lock, options_.revocation_refresh, [&] { return stopping_.load(); }));
+  }
 }
 
 void Node::maintenance_loop() {

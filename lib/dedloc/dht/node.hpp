@@ -214,6 +214,7 @@ class Node {
 
   std::mutex maintenance_mutex_;
   std::condition_variable maintenance_wake_;
+  bool revocations_due_ = true;  // under maintenance_mutex_: read the revocation list now (at start, once joined)
   std::atomic<bool> stopping_{false};  // lookups and republishing give up early once set
   std::thread maintenance_;
   std::thread revocation_watch_;

@@ -56,7 +56,9 @@ class ServerLoop : public std::enable_shared_from_this<ServerLoop> {
   void receive_one();
   void dispatch(std::string routing_id, std::vector<zmq::message_t> parts);
   void reject(const std::string& routing_id, std::uint64_t request_id, const Status& status);
-  void send_reply(const std::string& routing_id, std::uint64_t request_id, Outgoing&& reply);
+  // `seal`: with the access control's authentication frame (a private run's replies); reject() sends
+  // without, since a refusal must stay cheap under a flood and its reason is for any requester to read.
+  void send_reply(const std::string& routing_id, std::uint64_t request_id, Outgoing&& reply, bool seal = true);
   Replier make_replier(const std::string& routing_id, std::uint64_t request_id);
 
   zmq::socket_t socket_;
@@ -232,16 +234,16 @@ void ServerLoop::dispatch(std::string routing_id, std::vector<zmq::message_t> pa
 
 void ServerLoop::reject(const std::string& routing_id, std::uint64_t request_id, const Status& status) {
   wire::ErrorReply error_reply{status.code(), status.message()};
-  send_reply(routing_id, request_id, Outgoing::of(error_reply));
+  send_reply(routing_id, request_id, Outgoing::of(error_reply), false);
 }
 
-void ServerLoop::send_reply(const std::string& routing_id, std::uint64_t request_id, Outgoing&& reply) {
+void ServerLoop::send_reply(const std::string& routing_id, std::uint64_t request_id, Outgoing&& reply, bool seal) {
   std::vector<zmq::message_t> parts;
   parts.emplace_back(routing_id.data(), routing_id.size());
   wire::Envelope env;
   env.request_id = request_id;
   env.sender = options_.self;
-  frame_message(env, std::move(reply), parts, options_.socket.access.get());
+  frame_message(env, std::move(reply), parts, seal ? options_.socket.access.get() : nullptr);
   for (size_t i = 0; i < parts.size(); ++i) {
     auto flags = zmq::send_flags::dontwait;
     if (i + 1 < parts.size()) flags = flags | zmq::send_flags::sndmore;
