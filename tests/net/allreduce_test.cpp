@@ -2,6 +2,7 @@
 // show"): exact weighted means, every role, odd sizes, codecs, and members that never show up.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <future>
 #include <random>
@@ -236,6 +237,72 @@ TEST_CASE("All-reduce: a member that never shows up is banned as a sender and gi
     // The survivors' ranges: the mean of the three that sent. The dead reducer's range: untouched.
     CHECK(relative_error(vectors[i], without, 0, dead_begin) <= 1e-6);
     for (size_t k = dead_begin; k < group.length(); ++k) REQUIRE(vectors[i][k] == original[i][k]);
+  }
+}
+
+TEST_CASE("All-reduce: a member with weight 0 takes part without contributing", "[net][avg]") {
+  zmq::context_t context;
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (size_t i = 0; i < 3; ++i) peers.push_back(std::make_unique<Peer>(context, &quiet()));
+  // Member 2 found the group but has nothing to give: it still reduces the biggest share.
+  Setup setup{{AvgRole::kNode, AvgRole::kNode, AvgRole::kNode}, {3, 5, 0}, {2000, 3000, 7001}, 1000};
+  Group group = make_group(peers, setup);
+  auto vectors = random_vectors(3, group.length(), 21);
+  auto expected = weighted_mean(vectors, setup.weights, {0, 1});
+  auto results = run_all(peers, group, vectors, setup, AllReduceOptions{});
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("member " << i);
+    REQUIRE(results[i].is_ok());
+    CHECK(results[i]->averaged_fraction == 1.0);
+    CHECK(results[i]->banned_senders.empty());
+    CHECK(relative_error(vectors[i], expected) <= 1e-6);  // member 2 receives the others' mean too
+  }
+}
+
+TEST_CASE("All-reduce: parts for a round expected here are held until it starts, not refused and retried",
+          "[net][avg]") {
+  zmq::context_t context;
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (size_t i = 0; i < 3; ++i) peers.push_back(std::make_unique<Peer>(context, &quiet()));
+  // Member 2 found the group ahead of time and still computes: it starts its round 0.5 s after the others.
+  Setup setup{{AvgRole::kNode, AvgRole::kNode, AvgRole::kNode}, {1, 2, 3}, {3000, 3000, 20000}, 1000};
+  auto run_late = [&](bool expected_there, size_t window) {
+    Group group = make_group(peers, setup);
+    auto vectors = random_vectors(3, group.length(), 25);
+    auto mean = weighted_mean(vectors, setup.weights, {0, 1, 2});
+    peers[1]->all_reduce->expect(group);  // it may start a moment after member 0
+    if (expected_there) peers[2]->all_reduce->expect(group);
+    std::atomic<size_t> progress{0};  // member 0's sends (retries included) and reducer completions
+    AllReduceOptions counted{.window = window, .on_progress = [&] { ++progress; }};
+    auto early = std::async(std::launch::async, [&] {
+      return peers[0]->all_reduce->run(group, vectors[0], setup.weights[0], counted, Deadline::after(60s));
+    });
+    auto early_too = std::async(std::launch::async, [&] {
+      return peers[1]->all_reduce->run(group, vectors[1], setup.weights[1], AllReduceOptions{.window = window},
+                                       Deadline::after(60s));
+    });
+    std::this_thread::sleep_for(500ms);
+    auto late = peers[2]->all_reduce->run(group, vectors[2], setup.weights[2], AllReduceOptions{}, Deadline::after(60s));
+    std::vector<Result<AllReduceResult>> results;
+    results.push_back(early.get());
+    results.push_back(early_too.get());
+    results.push_back(std::move(late));
+    for (size_t i = 0; i < 3; ++i) {
+      INFO("member " << i);
+      REQUIRE(results[i].is_ok());
+      CHECK(results[i]->averaged_fraction == 1.0);
+      CHECK(relative_error(vectors[i], mean) <= 1e-6);
+    }
+    return progress.load();
+  };
+  // Member 0 sends 3 parts to member 1 and 20 to member 2, and completes its own 3.
+  const size_t exact = 3 + 20 + 3;
+  SECTION("expected: every part is sent once") { CHECK(run_late(true, 2) == exact); }
+  SECTION("not expected: the early parts are refused and resent every few milliseconds") {
+    CHECK(run_late(false, 2) > exact + 50);
+  }
+  SECTION("expected, but more parts at once than the hold keeps: the rest are refused, resent, and all averaged") {
+    CHECK(run_late(true, 20) > exact);
   }
 }
 

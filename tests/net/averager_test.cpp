@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <future>
+#include <thread>
 
 #include "dedloc/avg/averager.hpp"
 #include "dedloc/dht/local_swarm.hpp"
@@ -85,4 +86,115 @@ TEST_CASE("Averager: alone, a step leaves the vector as it is and says why", "[n
   CHECK(outcome->group_size == 0);
   CHECK_THAT(outcome->why_alone, Catch::Contains("no group"));
   CHECK(vector == std::vector<float>(100, 1.5f));
+}
+
+namespace {
+
+// Three trainers' averagers in one run, with short timeouts so that a member left waiting shows quickly.
+struct ThreeTrainers {
+  Logger& quiet = test::quiet_log();
+  std::unique_ptr<dht::LocalSwarm> swarm = test::quiet_swarm(3);
+  zmq::context_t context;
+  std::vector<crypto::Identity> identities;
+  std::vector<std::unique_ptr<Averager>> averagers;
+  const VectorSchema schema{Bytes(wire::kSchemaHashBytes, 0x3a), 40000};
+  std::vector<std::vector<float>> vectors;
+  const std::vector<double> weights{16, 32, 48};
+
+  ThreeTrainers() {
+    for (size_t i = 0; i < 3; ++i) {
+      AveragerOptions options;
+      options.run_id = "ahead";
+      options.listen = "tcp://127.0.0.1:0";
+      options.matchmaking_time = 3s;
+      options.part_elements = 5000;
+      options.all_reduce.sender_timeout = 3s;  // a member that never sends is banned after this
+      options.all_reduce.reducer_timeout = 5s;
+      options.log = &quiet;
+      identities.push_back(crypto::Identity::generate());
+      averagers.push_back(std::make_unique<Averager>(context, swarm->node(i), identities.back(), options));
+      REQUIRE(averagers.back()->start().is_ok());
+      vectors.emplace_back(schema.length);
+      for (size_t k = 0; k < schema.length; ++k) vectors[i][k] = static_cast<float>((i + 1) * (k % 31)) - 7.0f;
+    }
+  }
+
+  // The weights' mean of the vectors of `members`, at element k.
+  double mean(const std::vector<size_t>& members, size_t k) const {
+    double sum = 0, total = 0;
+    for (size_t i : members) {
+      sum += weights[i] * (static_cast<double>((i + 1) * (k % 31)) - 7.0);
+      total += weights[i];
+    }
+    return sum / total;
+  }
+  double worst_error(size_t i, const std::vector<size_t>& members) const {
+    double worst = 0;
+    for (size_t k = 0; k < schema.length; ++k) worst = std::max(worst, std::abs(vectors[i][k] - mean(members, k)));
+    return worst;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Averager: a group prepared ahead forms while peers compute, and each steps into it when ready", "[net][avg]") {
+  ThreeTrainers t;
+  for (auto& a : t.averagers) a->prepare(t.schema, 3, "grad.0");
+  CHECK(t.averagers[0]->prepared_round() == "grad.0");
+  // The peers finish their batches at different moments, as trainers do.
+  std::vector<std::future<Result<StepOutcome>>> steps;
+  for (size_t i = 0; i < 3; ++i) {
+    steps.push_back(std::async(std::launch::async, [&t, i] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400 * i));
+      return t.averagers[i]->step(t.schema, t.vectors[i], t.weights[i], 3, "grad.0");
+    }));
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("peer " << i);
+    auto outcome = steps[i].get();
+    REQUIRE(outcome.is_ok());
+    CHECK(outcome->group_size == 3);
+    CHECK(outcome->found_ahead);
+    CHECK(outcome->all_reduce.averaged_fraction == 1.0);
+    CHECK(outcome->all_reduce.banned_senders.empty());
+    CHECK(t.worst_error(i, {0, 1, 2}) < 1e-4);
+    CHECK(t.averagers[i]->prepared_round().empty());
+  }
+}
+
+TEST_CASE("Averager: a peer that gives up its prepared round still serves the group, contributing nothing",
+          "[net][avg]") {
+  ThreeTrainers t;
+  for (auto& a : t.averagers) a->prepare(t.schema, 3, "grad.0");
+  std::future<Result<StepOutcome>> third;
+  SECTION("withdraw(): its gradients were not finite") {
+    t.averagers[2]->withdraw();
+    CHECK(t.averagers[2]->prepared_round().empty());
+  }
+  SECTION("a step for another round: it caught up with the swarm meanwhile") {
+    third = std::async(std::launch::async, [&t] { return t.averagers[2]->step(t.schema, t.vectors[2], t.weights[2], 3, "grad.5"); });
+  }
+  std::vector<std::future<Result<StepOutcome>>> steps;
+  for (size_t i = 0; i < 2; ++i) {
+    steps.push_back(std::async(std::launch::async, [&t, i] {
+      return t.averagers[i]->step(t.schema, t.vectors[i], t.weights[i], 3, "grad.0");
+    }));
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    INFO("peer " << i);
+    auto outcome = steps[i].get();
+    REQUIRE(outcome.is_ok());
+    CHECK(outcome->group_size == 3);
+    // Peer 2 reduced its share and sent weight 0: nobody was banned or given up, and its values are not in.
+    CHECK(outcome->all_reduce.averaged_fraction == 1.0);
+    CHECK(outcome->all_reduce.banned_senders.empty());
+    CHECK(outcome->all_reduce.failed_reducers.empty());
+    CHECK(t.worst_error(i, {0, 1}) < 1e-4);
+  }
+  if (third.valid()) {
+    auto outcome = third.get();
+    REQUIRE(outcome.is_ok());
+    CHECK(outcome->group_size == 0);  // nobody else looks for round 5
+    CHECK_FALSE(outcome->found_ahead);
+  }
 }

@@ -131,6 +131,7 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   a.target_group_size = recipe->averaging.target_group_size;
   a.min_group_size = recipe->averaging.min_group_size;
   a.matchmaking_time = from_seconds(recipe->averaging.matchmaking_time);
+  options.match_ahead = recipe->averaging.match_ahead;
   a.averaging_timeout = from_seconds(recipe->averaging.averaging_timeout);
   a.all_reduce.codec = recipe->averaging.codec;
   a.all_reduce.sender_timeout = from_seconds(recipe->averaging.sender_timeout);
@@ -151,7 +152,10 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
         line["loss"] = e.loss;
         line["samples"] = e.samples;
       }
-      if (e.kind == train::TrainerEvent::Kind::kAveraged) line["group_size"] = e.group_size;
+      if (e.kind == train::TrainerEvent::Kind::kAveraged) {
+        line["group_size"] = e.group_size;
+        line["found_ahead"] = e.found_ahead;
+      }
       std::cout << line.dump() << std::endl;
     };
   }

@@ -17,6 +17,11 @@ constexpr size_t kFinishedRoundsRemembered = 64;
 constexpr Duration kRetryInterval = std::chrono::milliseconds(2);
 // How often the waiting caller checks its reducer's senders for silence.
 constexpr Duration kCheckInterval = std::chrono::milliseconds(20);
+// Parts held for an expected round, per member: a sender has `window` parts in flight per reducer (2 by
+// default), so this holds a well-behaved member's whole window; more are refused as "not yet" (retried).
+constexpr size_t kHeldPartsPerSender = 16;
+// Expected rounds at once (a peer prepares one round ahead; the rest are stale or hostile).
+constexpr size_t kExpectedRoundsRemembered = 4;
 
 ByteSpan bytes_of(const zmq::message_t& message) {
   return {static_cast<const std::uint8_t*>(message.data()), message.size()};
@@ -241,6 +246,9 @@ void AllReduce::on_part(wire::AvgPart&& part, net::Incoming&& request, net::Repl
     std::lock_guard lock(mutex_);
     auto it = rounds_.find(part.group_id);
     if (it == rounds_.end()) {
+      if (auto expected = expected_.find(part.group_id); expected != expected_.end()) {
+        return hold_locked(expected->second, std::move(part), std::move(request), std::move(replier));
+      }
       bool over = std::find(finished_.begin(), finished_.end(), part.group_id) != finished_.end();
       return replier.fail(over ? error(Code::kRefused, "that averaging round is over here")
                                : error(Code::kNotFound, "no such averaging round here (yet)"));
@@ -252,6 +260,37 @@ void AllReduce::on_part(wire::AvgPart&& part, net::Incoming&& request, net::Repl
   active.reducer->on_part(*sender, part, std::move(request.frames[0]), std::move(replier), std::chrono::steady_clock::now());
 }
 
+void AllReduce::hold_locked(Expected& expected, wire::AvgPart&& part, net::Incoming&& request, net::Replier replier) {
+  auto sender = expected.group->index_of(request.envelope().sender);
+  if (!sender) return replier.fail(error(Code::kRefused, "not a member of this group"));
+  size_t from_sender = 0;
+  for (const auto& h : expected.held) from_sender += h.sender == *sender;
+  if (from_sender >= kHeldPartsPerSender) {
+    return replier.fail(error(Code::kNotFound, "this averaging round has not started here yet"));
+  }
+  expected.held.push_back(HeldPart{*sender, std::move(part), std::move(request.frames[0]), std::move(replier)});
+}
+
+void AllReduce::expect(const Group& group) {
+  std::lock_guard lock(mutex_);
+  if (rounds_.count(group.id()) || expected_.count(group.id())) return;
+  while (expected_.size() >= kExpectedRoundsRemembered) {
+    for (auto& held : expected_.begin()->second.held) held.replier.fail(error(Code::kRefused, "that averaging round is over here"));
+    expected_.erase(expected_.begin());
+  }
+  expected_[group.id()] = Expected{std::make_shared<const Group>(group), {}};
+}
+
+void AllReduce::forget(const Bytes& group_id) {
+  std::lock_guard lock(mutex_);
+  auto it = expected_.find(group_id);
+  if (it == expected_.end()) return;
+  for (auto& held : it->second.held) held.replier.fail(error(Code::kRefused, "that averaging round is over here"));
+  expected_.erase(it);
+  finished_.push_back(group_id);
+  if (finished_.size() > kFinishedRoundsRemembered) finished_.erase(finished_.begin());
+}
+
 std::span<float> AllReduce::buffer(std::vector<float>& storage, size_t elements) {
   if (storage.size() < elements) storage.resize(elements);
   return std::span<float>(storage).first(elements);
@@ -260,6 +299,7 @@ std::span<float> AllReduce::buffer(std::vector<float>& storage, size_t elements)
 Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vector, double weight,
                                        const AllReduceOptions& options, Deadline deadline) {
   std::lock_guard one_round_at_a_time(run_mutex_);
+  if (stopping_) return error(Code::kCancelled, "this peer is shutting down");
   auto me = group.index_of(self_);
   if (!me) return error(Code::kInvalidArgument, "this peer is not a member of the group");
   const Member& self = group.member(*me);
@@ -268,7 +308,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
       return error(Code::kInvalidArgument, "the vector has " + std::to_string(vector.size()) + " elements, the group averages " +
                                                std::to_string(group.length()));
     }
-    if (!(weight > 0) || !std::isfinite(weight)) return error(Code::kInvalidArgument, "a sender's weight must be > 0");
+    if (!(weight >= 0) || !std::isfinite(weight)) return error(Code::kInvalidArgument, "a sender's weight must be >= 0");
   }
   if (options.window == 0) return error(Code::kInvalidArgument, "window must be at least 1");
   if (options.centered_clip) DEDLOC_RETURN_IF_ERROR(check(*options.centered_clip));
@@ -299,6 +339,14 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
   {
     std::lock_guard lock(mutex_);
     rounds_[group.id()] = Active{group_copy, reducer};
+    // Parts that came before us (expect()), in their order of arrival: still under the lock, so that none
+    // arriving now overtakes them.
+    if (auto it = expected_.find(group.id()); it != expected_.end()) {
+      for (auto& h : it->second.held) {
+        reducer->on_part(h.sender, h.part, std::move(h.frame), std::move(h.replier), std::chrono::steady_clock::now());
+      }
+      expected_.erase(it);
+    }
   }
 
   {
@@ -317,7 +365,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
   {
     std::unique_lock lock(sender->mutex);
     TimePoint next_check = std::chrono::steady_clock::now() + kCheckInterval;
-    while (!(sender->done_locked() && reducer->done()) && !deadline.passed()) {
+    while (!(sender->done_locked() && reducer->done()) && !deadline.passed() && !stopping_) {
       TimePoint wake = std::min({next_check, deadline.at,
                                  sender->retries.empty() ? next_check : std::chrono::steady_clock::now() + kRetryInterval});
       sender->changed.wait_until(lock, wake);

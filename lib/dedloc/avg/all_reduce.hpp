@@ -16,6 +16,7 @@
 // reducer legitimately holds a part's answer while it waits for a slow sender.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -70,26 +71,56 @@ class AllReduce {
   AllReduce& operator=(const AllReduce&) = delete;
 
   // Averages `vector` (length group.length(); empty for an aux member) with the group, weighted by
-  // `weight` (> 0 for members that send). Returns when our parts came back and our reducer's parts are
+  // `weight` (>= 0 for members that send). Returns when our parts came back and our reducer's parts are
   // done, or at `deadline` (then with what was averaged by then). Errors: we are not in the group, the
   // vector's length is wrong.
+  //
+  // Weight 0 takes part without contributing: our reducer averages its share of the others' vectors, and
+  // our vector (which must then be finite, zeros say) comes back as their average. A member that found a
+  // group but has nothing to give (its gradients are not finite, its round moved on) serves the group
+  // this way rather than leaving the others to wait out their sender timeout.
   Result<AllReduceResult> run(const Group& group, std::span<float> vector, double weight,
                               const AllReduceOptions& options, Deadline deadline);
+
+  // A group we are in whose round we will run() later (a group found ahead of time, while we still
+  // compute): parts its members send meanwhile are held and handed to our reducer when run() starts,
+  // instead of being refused as "no such round (yet)", which makes their senders retry every few
+  // milliseconds, costing both sides CPU while we compute. Held parts are bounded (kHeldPartsPerSender
+  // per member, a few expected rounds); forget() refuses them if the round will not run.
+  void expect(const Group& group);
+  void forget(const Bytes& group_id);
+
+  // For a peer shutting down: rounds in progress end within a few milliseconds (each returns what was
+  // averaged by then, as at its deadline), and later rounds are refused with kCancelled.
+  void stop() { stopping_ = true; }
 
  private:
   struct Active {
     std::shared_ptr<const Group> group;  // what the handler checks senders against
     std::shared_ptr<ReducerRound> reducer;
   };
+  struct HeldPart {
+    size_t sender = 0;
+    wire::AvgPart part;
+    zmq::message_t frame;
+    net::Replier replier;
+  };
+  struct Expected {
+    std::shared_ptr<const Group> group;
+    std::vector<HeldPart> held;
+  };
   void on_part(wire::AvgPart&& part, net::Incoming&& request, net::Replier replier);
+  void hold_locked(Expected& expected, wire::AvgPart&& part, net::Incoming&& request, net::Replier replier);
   std::span<float> buffer(std::vector<float>& storage, size_t elements);
 
   net::Client& client_;
   crypto::PeerId self_;
   Logger* log_;
 
-  std::mutex mutex_;  // guards rounds_ and finished_
+  std::atomic<bool> stopping_{false};
+  std::mutex mutex_;  // guards rounds_, expected_ and finished_
   std::map<Bytes, Active> rounds_;
+  std::map<Bytes, Expected> expected_;
   std::vector<Bytes> finished_;  // recent rounds: a late part is told the round is over (bounded)
 
   // Reused between rounds; only one round runs at a time.

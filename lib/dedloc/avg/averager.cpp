@@ -63,6 +63,12 @@ Averager::~Averager() {
   // The server first: its handlers point into the matchmaker and the all-reduce. Joiners the matchmaker
   // still holds then see their requests time out, as they would with any peer that left.
   server_->stop();
+  // Then the background work (a prepared search, a withdrawn round), which uses both: told to end now,
+  // it returns within milliseconds, or at the deadline of a join request already sent.
+  matchmaker_->stop();
+  all_reduce_->stop();
+  prepared_.reset();
+  if (withdrawn_.valid()) withdrawn_.wait();
   matchmaker_.reset();
 }
 
@@ -82,18 +88,58 @@ std::string Averager::dialable_endpoint() const {
 
 Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> vector, double weight,
                                    size_t expected_peers, const std::string& what) {
+  if (prepared_ && (prepared_->what != what || prepared_->schema.hash != schema.hash)) withdraw();
   StepOutcome outcome;
-  auto group = matchmaker_->find_group(schema.hash, schema.length, expected_peers, options_.run_id + "_" + what);
-  if (!group) {
-    if (group.status().code() != Code::kTimeout) return group.status();
-    outcome.why_alone = group.status().message();
+  std::optional<Result<Group>> group;
+  if (prepared_) {
+    group = prepared_->group.get();
+    prepared_.reset();
+    outcome.found_ahead = group->is_ok();
+  }
+  // Nothing prepared, or the search ahead found nobody: the others may be stepping now, look again.
+  if (!outcome.found_ahead) group = matchmaker_->find_group(schema.hash, schema.length, expected_peers, options_.run_id + "_" + what);
+  if (!*group) {
+    if (group->status().code() != Code::kTimeout) return group->status();
+    outcome.why_alone = group->status().message();
     return outcome;
   }
-  outcome.group_size = group->size();
-  auto result = all_reduce_->run(*group, vector, weight, options_.all_reduce, Deadline::after(options_.averaging_timeout));
+  outcome.group_size = (*group)->size();
+  auto result = all_reduce_->run(**group, vector, weight, options_.all_reduce, Deadline::after(options_.averaging_timeout));
   if (!result) return result.status();
   outcome.all_reduce = std::move(*result);
   return outcome;
+}
+
+void Averager::prepare(const VectorSchema& schema, size_t expected_peers, const std::string& what) {
+  if (prepared_) return;
+  prepared_ = Prepared{what, schema, std::async(std::launch::async, [this, schema, expected_peers, what] {
+                         auto group = matchmaker_->find_group(schema.hash, schema.length, expected_peers,
+                                                              options_.run_id + "_" + what);
+                         if (group) all_reduce_->expect(*group);  // members that step before us: hold their parts
+                         return group;
+                       })};
+}
+
+const std::string& Averager::prepared_round() const {
+  static const std::string kNone;
+  return prepared_ ? prepared_->what : kNone;
+}
+
+void Averager::withdraw() {
+  if (!prepared_) return;
+  auto group = prepared_->group.get();  // bounded by matchmaking_time (and a join's grace)
+  const std::string what = prepared_->what;
+  prepared_.reset();
+  if (!group) return;
+  if (withdrawn_.valid()) withdrawn_.wait();  // the all-reduce runs one round at a time anyway
+  withdrawn_ = std::async(std::launch::async, [this, what, group = std::move(*group)] {
+    // Zeros at weight 0: our reducer averages its share of the others' vectors, and we add nothing.
+    std::vector<float> nothing(group.member(*group.index_of(self_)).sends() ? group.length() : 0, 0.0f);
+    auto served = all_reduce_->run(group, nothing, 0.0, options_.all_reduce, Deadline::after(options_.averaging_timeout));
+    Logger::Line(options_.log, LogLevel::kDebug, "avg")
+        << "withdrew from the '" << what << "' round; served its group of " << group.size() << " without contributing"
+        << (served ? "" : ": " + served.status().to_string());
+  });
 }
 
 }  // namespace dedloc::avg

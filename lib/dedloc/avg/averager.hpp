@@ -6,6 +6,7 @@
 // peers that have a model, so an aux peer, which has none, learns what it averages from there.
 #pragma once
 
+#include <future>
 #include <memory>
 #include <optional>
 #include <span>
@@ -37,6 +38,7 @@ struct AveragerOptions {
 // What the trainer or aux peer learns from a step.
 struct StepOutcome {
   size_t group_size = 0;         // 0: no group formed; the vector is unchanged (average alone)
+  bool found_ahead = false;      // the group was found by prepare(), while the caller still computed
   AllReduceResult all_reduce;    // when a group formed
   std::string why_alone;         // when no group formed
 };
@@ -73,8 +75,23 @@ class Averager {
   // waiting out matchmaking_time (Matchmaker::find_group); 0: unknown.
   // `what` names the kind of round: peers average together only vectors of the same kind ("grad":
   // gradients, where aux peers help; "params": a trainer's periodic parameter averaging).
+  // A round prepare()d for another `what` is withdrawn first. Weight 0 takes part without contributing
+  // (AllReduce::run): `vector` must then be finite.
   Result<StepOutcome> step(const VectorSchema& schema, std::span<float> vector, double weight,
                            size_t expected_peers = 0, const std::string& what = "grad");
+
+  // Matchmaking ahead of time (DESIGN §5): starts looking for a group for the `what` round in the
+  // background and returns at once, so that the caller keeps computing while the group forms; step() for
+  // the same `what` then averages in the group found (or, if none formed, looks again as usual). Members
+  // that step before us send their parts, which our all-reduce holds until we step (AllReduce::expect).
+  // Does nothing while a round is already prepared. Not thread-safe: prepare, step and withdraw belong to
+  // one caller thread.
+  void prepare(const VectorSchema& schema, size_t expected_peers, const std::string& what);
+  // The round prepare() is looking for or found a group for; empty when none.
+  const std::string& prepared_round() const;
+  // Gives up the prepared round: if a group formed, we still serve it, contributing nothing (weight 0), in
+  // the background, so that its members are not left waiting out their sender timeout for us.
+  void withdraw();
 
   std::string endpoint() const;
   // Where others dial our averaging server: --announce, or the bound endpoint with a wildcard host replaced
@@ -97,8 +114,14 @@ class Averager {
   std::unique_ptr<net::Client> client_;
   std::unique_ptr<AllReduce> all_reduce_;
   std::unique_ptr<Matchmaker> matchmaker_;
-  Bytes matchmaker_schema_;       // the schema the matchmaker was made for
-  std::uint64_t matchmaker_length_ = 0;
+
+  struct Prepared {
+    std::string what;
+    VectorSchema schema;
+    std::future<Result<Group>> group;  // the background search
+  };
+  std::optional<Prepared> prepared_;
+  std::future<void> withdrawn_;       // a withdrawn group's round, served without contributing
 };
 
 }  // namespace dedloc::avg

@@ -49,6 +49,12 @@ Matchmaker::Matchmaker(dht::Node& dht, net::Server& server, net::Client& client,
   });
 }
 
+void Matchmaker::stop() {
+  std::lock_guard lock(mutex_);
+  stopping_ = true;
+  changed_.notify_all();
+}
+
 Matchmaker::~Matchmaker() {
   std::lock_guard lock(mutex_);
   refuse_followers_locked(wire::JoinRefusal::kNotLooking, "the leader is shutting down");
@@ -221,6 +227,7 @@ Result<Group> Matchmaker::find_group() {
   const Deadline deadline = Deadline::after(options_.matchmaking_time);
   {
     std::lock_guard lock(mutex_);
+    if (stopping_) return error(Code::kCancelled, "this peer is shutting down");
     followers_.clear();
     state_ = can_lead ? State::kLeading : State::kJoining;
   }
@@ -234,7 +241,11 @@ Result<Group> Matchmaker::find_group() {
   std::string seen = "nobody else is looking";
   std::string last_refusal;
   auto full = [&] { return group_size_locked() >= full_size_locked(); };
-  while (!deadline.passed()) {
+  auto stopping = [&] {
+    std::lock_guard lock(mutex_);
+    return stopping_;
+  };
+  while (!deadline.passed() && !stopping()) {
     {
       std::lock_guard lock(mutex_);
       if (state_ == State::kLeading && full()) return assemble_locked();
@@ -244,7 +255,7 @@ Result<Group> Matchmaker::find_group() {
     std::deque<net::PeerAddress> queue;
     for (auto& p : earlier_peers(my_expiration, seen)) queue.push_back(std::move(p));
     std::set<std::string> tried;
-    while (!queue.empty() && !deadline.passed()) {
+    while (!queue.empty() && !deadline.passed() && !stopping()) {
       net::PeerAddress leader = std::move(queue.front());
       queue.pop_front();
       if (!tried.insert(leader.to_string()).second) continue;
@@ -278,10 +289,16 @@ Result<Group> Matchmaker::find_group() {
       last_refusal = leader.to_string() + ": " + outcome.why;
     }
     std::unique_lock lock(mutex_);
-    changed_.wait_until(lock, std::min(deadline.at, std::chrono::steady_clock::now() + kPollInterval), full);
+    changed_.wait_until(lock, std::min(deadline.at, std::chrono::steady_clock::now() + kPollInterval),
+                        [&] { return full() || stopping_; });
   }
 
   std::lock_guard lock(mutex_);
+  if (stopping_) {
+    refuse_followers_locked(wire::JoinRefusal::kNotLooking, "the leader is shutting down");
+    state_ = State::kIdle;
+    return error(Code::kCancelled, "this peer is shutting down");
+  }
   if (state_ == State::kLeading && group_size_locked() >= options_.min_group_size && !followers_.empty()) {
     return assemble_locked();
   }

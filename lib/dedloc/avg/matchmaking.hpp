@@ -74,6 +74,10 @@ class Matchmaker {
   // replaces the options' from now on (one matchmaker serves several kinds of rounds, one at a time).
   Result<Group> find_group(const Bytes& schema_hash, std::uint64_t vector_length, size_t expected_peers = 0,
                            const std::string& group_key = "");
+  // For a peer shutting down: a search in progress (on another thread) ends at its next check, with
+  // kCancelled (a join request already sent still waits for its answer, bounded by the deadline), and
+  // every later search returns kCancelled at once.
+  void stop();
 
  private:
   struct Follower {
@@ -119,6 +123,7 @@ class Matchmaker {
   std::mutex mutex_;
   std::condition_variable changed_;
   State state_ = State::kIdle;
+  bool stopping_ = false;
   std::string following_;  // the leader we are asking, while kJoining
   size_t expected_peers_ = 0;  // find_group's hint for this round
   std::vector<Follower> followers_;

@@ -40,6 +40,7 @@ struct AveragingRecipe {
   size_t target_group_size = 16;
   size_t min_group_size = 2;
   double matchmaking_time = 5;     // seconds
+  bool match_ahead = true;         // look for the group while the last micro-batches compute (TrainerOptions)
   double averaging_timeout = 60;   // seconds, one all-reduce
   double sender_timeout = 15;
   double reducer_timeout = 30;

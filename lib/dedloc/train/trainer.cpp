@@ -279,6 +279,7 @@ void Trainer::step(TrainerReport& report) {
   if (!all_finite(p.gradient_vector)) {
     how = "skipped: our accumulated gradients are not finite";
     apply = false;
+    p.averager->withdraw();  // a group found ahead is served without our gradients, not left waiting
   } else if (p.tracker->others() == 0) {
     how = "alone (no other peer in the run)";
     ++report.steps_alone;
@@ -306,13 +307,14 @@ void Trainer::step(TrainerReport& report) {
       event.kind = TrainerEvent::Kind::kLocal;
     } else {
       std::ostringstream text;
-      text << "averaged in a group of " << outcome->group_size;
+      text << "averaged in a group of " << outcome->group_size << (outcome->found_ahead ? " (found ahead)" : "");
       if (outcome->all_reduce.averaged_fraction < 1) text << " (" << 100 * outcome->all_reduce.averaged_fraction << "% averaged)";
       how = text.str();
       ++report.steps_averaged;
       ++p.rounds_averaged;
       event.kind = TrainerEvent::Kind::kAveraged;
       event.group_size = outcome->group_size;
+      event.found_ahead = outcome->found_ahead;
     }
     if (apply && !all_finite(p.gradient_vector)) {
       how = "skipped: the averaged gradients are not finite";
@@ -363,6 +365,17 @@ void Trainer::step(TrainerReport& report) {
     auto saved = save_checkpoint_files();
     if (!saved.is_ok()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << saved.to_string();
   }
+}
+
+void Trainer::match_ahead(const CollaborationState& state) {
+  auto& p = *parts_;
+  if (!options_.match_ahead || p.tracker->others() == 0) return;
+  if (state.eta_seconds > std::chrono::duration<double>(options_.averaging.matchmaking_time).count()) return;
+  const std::string round = gradient_round(epoch_);
+  const std::string& prepared = p.averager->prepared_round();
+  if (prepared == round) return;
+  if (!prepared.empty()) p.averager->withdraw();  // a round we left behind (we caught up since)
+  p.averager->prepare(p.gradient_schema, p.tracker->others() + 1, round);
 }
 
 void Trainer::average_parameters() {
@@ -526,7 +539,11 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
       if (!caught.is_ok()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
       continue;
     }
-    if (state.batch_ready() || state.epoch > epoch_) step(report);
+    if (state.batch_ready() || state.epoch > epoch_) {
+      step(report);
+    } else {
+      match_ahead(state);
+    }
     publish_donor_and_metrics(false);
   }
   show_status(p.tracker->state(), true);

@@ -41,6 +41,7 @@ struct TrainerEvent {
   double loss = 0;             // mean micro-batch loss of the epoch that just ended (0 for a download)
   std::uint64_t samples = 0;   // this peer's samples in the step
   size_t group_size = 0;       // peers averaged with (kAveraged)
+  bool found_ahead = false;    // the group formed while this peer still computed (kAveraged)
 };
 const char* to_string(TrainerEvent::Kind kind);  // "averaged", "alone", "local", "skipped", "loaded_state"
 
@@ -50,6 +51,9 @@ struct TrainerOptions {
   TrainingOptions training;
   ScheduleOptions schedule;
   avg::AveragerOptions averaging;     // role kClient for a peer behind NAT
+  // Matchmaking ahead of time: once the swarm's ETA is within averaging.matchmaking_time, look for the
+  // step's group in the background while the last micro-batches compute (Averager::prepare).
+  bool match_ahead = true;
   // Client mode: `relaying.relays` are relays to stay reachable through, tried before those listed in the
   // DHT (heartbeat, dead_after, ... too; the endpoints are filled in). A client-mode peer attached to a relay
   // serves its state there; one that finds no relay still trains and sends, but nobody can download from it.
@@ -104,6 +108,7 @@ class Trainer {
   struct Parts;
   void accumulate(const Batch& batch, double loss);
   void step(TrainerReport& report);
+  void match_ahead(const CollaborationState& state);
   void average_parameters();
   Status catch_up(TrainerReport& report);
   void publish_donor_and_metrics(bool force);
