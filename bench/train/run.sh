@@ -7,10 +7,13 @@
 # 2. Collaboration overhead: TRAINERS dedloc-train peers (scripts/train-local, no aux peer) on the default
 #    recipe for SECONDS on loopback; per peer, the fraction of its wall time not spent computing
 #    micro-batches (1 - compute_seconds / seconds from its exit line): averaging, matchmaking, waiting.
+#    Once with matchmaking ahead of time (the recipe's default) and once without (averaging.match_ahead:
+#    false), one after the other in the same session.
 #
 #   bench/train/run.sh [BUILD_DIR]        (default: build)
 # Environment: PAIRS (3), STEPS (10) timed steps per speed run, THREADS (2), BATCH (16), SEQ (128);
-# SECONDS_RUN (120), TRAINERS (2), RECIPE (recipes/albert-tiny.yaml); SKIP_SPEED=1 / SKIP_OVERHEAD=1.
+# SECONDS_RUN (120), TRAINERS (2), RECIPE (recipes/albert-tiny.yaml), MATCH_AHEAD ("on off": the overhead
+# runs, in order); SKIP_SPEED=1 / SKIP_OVERHEAD=1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build="${1:-build}"
@@ -46,20 +49,29 @@ if [ "${SKIP_SPEED:-0}" != 1 ]; then
 fi
 
 if [ "${SKIP_OVERHEAD:-0}" != 1 ]; then
-  run=$(mktemp -d)
-  scripts/train-local --build "$build" --recipe "${RECIPE:-recipes/albert-tiny.yaml}" --peers "${TRAINERS:-2}" --aux 0 \
-    --seconds "${SECONDS_RUN:-120}" --run "$run" --wait > /dev/null
-  fractions=()
-  for exit_line in "$run"/peer*/events.jsonl; do
-    line=$(grep '"event":"exit"' "$exit_line")
-    c=$(echo "$line" | field compute_seconds)
-    s=$(echo "$line" | field seconds)
-    steps_done=$(echo "$line" | field epoch)
-    averaged=$(echo "$line" | field steps_averaged)
-    f=$(awk -v c="$c" -v s="$s" 'BEGIN { printf "%.4f", 1 - c / s }')
-    fractions+=("$f")
-    echo "overhead: $(dirname "$exit_line" | xargs basename): $s s, computing $c s, not computing $(awk -v f="$f" 'BEGIN { printf "%.1f%%", 100 * f }'); $steps_done steps, $averaged averaged"
+  recipe="${RECIPE:-recipes/albert-tiny.yaml}"
+  for ahead in ${MATCH_AHEAD:-on off}; do
+    run=$(mktemp -d)
+    run_recipe="$recipe"
+    if [ "$ahead" = off ]; then
+      run_recipe="$run/recipe.yaml"
+      sed '/^averaging:/a\  match_ahead: false' "$recipe" > "$run_recipe"
+    fi
+    scripts/train-local --build "$build" --recipe "$run_recipe" --peers "${TRAINERS:-2}" --aux 0 \
+      --seconds "${SECONDS_RUN:-120}" --run "$run/train" --wait > /dev/null
+    fractions=()
+    for exit_line in "$run"/train/peer*/events.jsonl; do
+      line=$(grep '"event":"exit"' "$exit_line")
+      c=$(echo "$line" | field compute_seconds)
+      s=$(echo "$line" | field seconds)
+      steps_done=$(echo "$line" | field epoch)
+      averaged=$(echo "$line" | field steps_averaged)
+      found_ahead=$(grep -c '"found_ahead":true' "$exit_line" || true)
+      f=$(awk -v c="$c" -v s="$s" 'BEGIN { printf "%.4f", 1 - c / s }')
+      fractions+=("$f")
+      echo "overhead (match ahead $ahead): $(dirname "$exit_line" | xargs basename): $s s, computing $c s, not computing $(awk -v f="$f" 'BEGIN { printf "%.1f%%", 100 * f }'); $steps_done steps, $averaged averaged, $found_ahead groups found ahead"
+    done
+    echo "overhead (match ahead $ahead): median $(printf '%s\n' "${fractions[@]}" | median | awk '{ printf "%.1f%%", 100 * $1 }') of wall time not computing (goal < 10%)"
+    rm -rf "$run"
   done
-  echo "overhead: median $(printf '%s\n' "${fractions[@]}" | median | awk '{ printf "%.1f%%", 100 * $1 }') of wall time not computing (goal < 10%)"
-  rm -rf "$run"
 fi

@@ -5,7 +5,9 @@
 // estimates the swarm's total; when the swarm has gathered the global batch (or the global epoch moved
 // on), the peer averages its accumulated gradients (divided by its micro-steps) with a group of peers,
 // weighted by samples, through the Averager, applies the optimizer at the schedule's learning rate for the
-// epoch, and increments the epoch by exactly one. So the swarm computes large-batch SGD.
+// epoch, and increments the epoch by exactly one. So the swarm computes large-batch SGD. Once the swarm's
+// ETA is within the matchmaking time, the group for that step is sought in the background while the last
+// micro-batches compute (match_ahead), so that matchmaking costs the step nothing.
 //
 // Faults: if averaging finds no group or fails, the peer steps with its local gradients and says so.
 // Non-finite gradients are never applied: a micro-batch with a non-finite loss is dropped, and a step
