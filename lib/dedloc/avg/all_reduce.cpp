@@ -19,7 +19,8 @@ constexpr Duration kRetryInterval = std::chrono::milliseconds(2);
 constexpr Duration kCheckInterval = std::chrono::milliseconds(20);
 // Parts held for an expected round, per member: a sender has `window` parts in flight per reducer (2 by
 // default), so this holds a well-behaved member's whole window; more are refused as "not yet" (retried).
-constexpr size_t kHeldPartsPerSender = 16;
+// At most 8 × 512 KiB per member of the group.
+constexpr size_t kHeldPartsPerSender = 8;
 // Expected rounds at once (a peer prepares one round ahead; the rest are stale or hostile).
 constexpr size_t kExpectedRoundsRemembered = 4;
 
@@ -279,16 +280,6 @@ void AllReduce::expect(const Group& group) {
     expected_.erase(expected_.begin());
   }
   expected_[group.id()] = Expected{std::make_shared<const Group>(group), {}};
-}
-
-void AllReduce::forget(const Bytes& group_id) {
-  std::lock_guard lock(mutex_);
-  auto it = expected_.find(group_id);
-  if (it == expected_.end()) return;
-  for (auto& held : it->second.held) held.replier.fail(error(Code::kRefused, "that averaging round is over here"));
-  expected_.erase(it);
-  finished_.push_back(group_id);
-  if (finished_.size() > kFinishedRoundsRemembered) finished_.erase(finished_.begin());
 }
 
 std::span<float> AllReduce::buffer(std::vector<float>& storage, size_t elements) {

@@ -86,9 +86,9 @@ class AllReduce {
   // compute): parts its members send meanwhile are held and handed to our reducer when run() starts,
   // instead of being refused as "no such round (yet)", which makes their senders retry every few
   // milliseconds, costing both sides CPU while we compute. Held parts are bounded (kHeldPartsPerSender
-  // per member, a few expected rounds); forget() refuses them if the round will not run.
+  // per member, the latest few expected rounds). A member that will not contribute should still run()
+  // the round, with weight 0 (Averager::withdraw).
   void expect(const Group& group);
-  void forget(const Bytes& group_id);
 
   // For a peer shutting down: rounds in progress end within a few milliseconds (each returns what was
   // averaged by then, as at its deadline), and later rounds are refused with kCancelled.
