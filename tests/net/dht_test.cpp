@@ -45,6 +45,27 @@ TEST_CASE("A get asks past dead nodes within the RPC deadline", "[net][dht]") {
   CHECK(took < kRpcTimeout * 3);
 }
 
+TEST_CASE("A get that hears from no node is an error, not an empty record", "[net][dht]") {
+  auto swarm = launch(4);
+  // Somebody answered that nobody holds the key: an empty record.
+  auto missing = swarm->node(0).get("nobody-stored-this", GetMode::kLatest, Deadline::after(10s));
+  REQUIRE(missing.is_ok());
+  CHECK_FALSE(missing->has_value());
+  // Every other node is dead: not knowing is not "nothing there" (a caller would read "no donors" or "no
+  // revocations" where the truth is "cannot tell").
+  for (size_t i = 1; i < swarm->size(); ++i) swarm->kill(i);
+  auto unknown = swarm->node(0).get("nobody-stored-this", GetMode::kLatest, Deadline::after(10s));
+  REQUIRE_FALSE(unknown.is_ok());
+  CHECK((unknown.status().code() == Code::kTimeout || unknown.status().code() == Code::kUnavailable));
+  CHECK_THAT(unknown.status().message(), Catch::Contains("no DHT node answered"));
+  // What this node holds itself is still found without anyone's help.
+  REQUIRE(swarm->node(0).store("mine", std::nullopt, bytes_of("v"), in_an_hour(), Deadline::after(5s)).is_ok());
+  auto mine = swarm->node(0).get("mine", GetMode::kFirst, Deadline::after(5s));
+  REQUIRE(mine.is_ok());
+  REQUIRE(mine->has_value());
+  CHECK(text_of((*mine)->entries.at(0).value) == "v");
+}
+
 TEST_CASE("Dictionaries: subkeys from different nodes merge, --latest sees them all", "[net][dht]") {
   auto swarm = launch(12);
   for (size_t i = 0; i < 6; ++i) {

@@ -465,9 +465,15 @@ Result<std::optional<FoundRecord>> Node::get(const std::string& key_name, GetMod
       ++answered;
     }
   }
+  size_t asked = 0;   // requests the lookup sent
+  bool heard = false;  // whether any node answered at all (with or without the record)
   if (answered == 0 || mode == GetMode::kLatest) {
-    run_lookup(
-        key, [&] { return net::Outgoing::of(wire::DhtFindValue{key, sender_endpoint()}); },
+    auto search = run_lookup(
+        key,
+        [&] {
+          ++asked;
+          return net::Outgoing::of(wire::DhtFindValue{key, sender_endpoint()});
+        },
         [&](const Contact&, const Result<net::Incoming>& reply, Lookup& lookup) -> Result<std::vector<Contact>> {
           if (!reply) return reply.status();
           auto value = reply->decode<wire::DhtValue>();
@@ -487,8 +493,17 @@ Result<std::optional<FoundRecord>> Node::get(const std::string& key_name, GetMod
           return to_contacts(value->nearest, now());
         },
         deadline);
+    heard = !search.nearest_answered(1).empty();
   }
-  if (merged.empty()) return std::optional<FoundRecord>();
+  if (merged.empty()) {
+    // "Nobody holds it" only when somebody said so (or there is nobody to ask): silence from every node
+    // asked is an outage, and a caller must not take it for an empty record (no donors, no revocations).
+    if (asked > 0 && !heard) {
+      return error(deadline.passed() ? Code::kTimeout : Code::kUnavailable,
+                   "no DHT node answered a lookup of '" + key_name + "' (" + std::to_string(asked) + " asked)");
+    }
+    return std::optional<FoundRecord>();
+  }
   FoundRecord record;
   record.answered = answered;
   // A plain value and a dictionary under one key: whichever expires later is the record (as storage does).

@@ -129,7 +129,8 @@ class Node {
                             double expiration, Deadline deadline);
 
   // The record under `key_name`, or nullopt when no node holds anything live there. Every entry returned has
-  // passed validation here (a hostile replica cannot forge an owned entry).
+  // passed validation here (a hostile replica cannot forge an owned entry). kTimeout or kUnavailable when
+  // nodes were asked and none answered: not knowing is not the same as "nobody holds it".
   Result<std::optional<FoundRecord>> get(const std::string& key_name, GetMode mode, Deadline deadline);
 
   // Re-stores every live record we hold to the nodes now nearest to its key (after nodes left or joined).
