@@ -123,3 +123,13 @@ TEST_CASE("dedloc-train: a centered clip without a usable radius names the key a
     CHECK_THAT(run.output, Catch::Contains(recipe));
   }
 }
+
+TEST_CASE("dedloc-train: a match_ahead that is not true or false names the key and the file", "[proc][train][cli]") {
+  const std::string dir = dedloc::test::make_temp_dir("dedloc-train-cli");
+  const std::string recipe = mlp_recipe_with(dir, "codec: none", "codec: none\n  match_ahead: sometimes");
+  auto run = run_train("--recipe " + recipe);
+  INFO(run.output);
+  CHECK(run.exit_code != 0);
+  CHECK_THAT(run.output, Catch::Contains("match_ahead"));
+  CHECK_THAT(run.output, Catch::Contains(recipe));
+}
