@@ -299,7 +299,8 @@ TEST_CASE("All-reduce: parts for a round expected here are held until it starts,
   const size_t exact = 3 + 20 + 3;
   SECTION("expected: every part is sent once") { CHECK(run_late(true, 2) == exact); }
   SECTION("not expected: the early parts are refused and resent every few milliseconds") {
-    CHECK(run_late(false, 2) > exact + 50);
+    // Two parts resent every 2 ms for 0.5 s: about 490 on an idle machine; fewer on a loaded one.
+    CHECK(run_late(false, 2) > exact + 20);
   }
   SECTION("expected, but more parts at once than the hold keeps: the rest are refused, resent, and all averaged") {
     CHECK(run_late(true, 20) > exact);

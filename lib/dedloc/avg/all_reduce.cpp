@@ -101,8 +101,12 @@ struct Sender : std::enable_shared_from_this<Sender> {
   std::condition_variable changed;
   bool closed = false;
   std::vector<ToReducer> reducers;
-  std::deque<std::pair<size_t, size_t>> retries;  // (reducer slot, part position) to resend
-  TimePoint retry_at{};
+  struct Retry {
+    size_t slot = 0;      // the reducer
+    size_t position = 0;  // the part, in that reducer's share
+    TimePoint due;        // kRetryInterval after the refusal: in order of due time
+  };
+  std::deque<Retry> retries;
   std::uint64_t averaged_elements = 0;
   Logger* log = nullptr;
 
@@ -162,7 +166,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
     const Part& part = r.parts[position];
     if (!reply && reply.status().code() == Code::kNotFound && !r.failed) {
       // The reducer has not heard BEGIN yet: try again shortly (the part's own deadline still bounds it).
-      retries.emplace_back(slot, position);
+      retries.push_back({slot, position, std::chrono::steady_clock::now() + kRetryInterval});
       ++r.in_flight;  // still ours to resolve; keeps the window accounting honest
       changed.notify_all();
       return;
@@ -357,11 +361,12 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
     std::unique_lock lock(sender->mutex);
     TimePoint next_check = std::chrono::steady_clock::now() + kCheckInterval;
     while (!(sender->done_locked() && reducer->done()) && !deadline.passed() && !stopping_) {
-      TimePoint wake = std::min({next_check, deadline.at,
-                                 sender->retries.empty() ? next_check : std::chrono::steady_clock::now() + kRetryInterval});
+      TimePoint wake = std::min({next_check, deadline.at, sender->retries.empty() ? next_check : sender->retries.front().due});
       sender->changed.wait_until(lock, wake);
-      while (!sender->retries.empty()) {
-        auto [slot, position] = sender->retries.front();
+      // Only the retries that are due: a refusal wakes us (to shorten the wait), and resending at once
+      // would spin as fast as the reducer can say "not yet".
+      while (!sender->retries.empty() && sender->retries.front().due <= std::chrono::steady_clock::now()) {
+        auto [slot, position, due] = sender->retries.front();
         sender->retries.pop_front();
         --sender->reducers[slot].in_flight;
         if (sender->reducers[slot].failed) {
