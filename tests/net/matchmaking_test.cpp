@@ -148,6 +148,34 @@ TEST_CASE("Matchmaking: peers that know the run has 3 of them form a group of 3 
   CHECK(std::chrono::steady_clock::now() - started < 10s);
 }
 
+TEST_CASE("Matchmaking: an aux peer that joins first does not take an expected trainer's place", "[net][avg]") {
+  auto swarm = test::quiet_swarm(3);
+  zmq::context_t context;
+  const Bytes schema(wire::kSchemaHashBytes, 0x42);
+  auto aux_options = options_for(16, 20s);
+  aux_options.role = AvgRole::kAux;
+  Looker first(context, swarm->node(0), options_for(16, 20s));
+  Looker aux(context, swarm->node(1), aux_options);
+  Looker second(context, swarm->node(2), options_for(16, 20s));
+  // Two trainers know of each other (expected 2); the aux peer, which they cannot know of, is in first.
+  auto started = std::chrono::steady_clock::now();
+  auto a = std::async(std::launch::async, [&] { return first.matchmaker->find_group(schema, 100000, 2); });
+  std::this_thread::sleep_for(300ms);
+  auto x = std::async(std::launch::async, [&] { return aux.matchmaker->find_group(schema, 100000, 0); });
+  std::this_thread::sleep_for(600ms);
+  auto b = std::async(std::launch::async, [&] { return second.matchmaker->find_group(schema, 100000, 2); });
+  std::vector<Bytes> ids;
+  for (auto* f : {&a, &x, &b}) {
+    auto group = f->get();
+    REQUIRE(group.is_ok());
+    CHECK(group->size() == 3);  // both trainers and the aux peer: not the first trainer and the aux alone
+    ids.push_back(group->id());
+  }
+  CHECK(ids[0] == ids[1]);
+  CHECK(ids[1] == ids[2]);
+  CHECK(std::chrono::steady_clock::now() - started < 10s);  // formed once the second trainer was in
+}
+
 TEST_CASE("Matchmaking: a peer with another tensor schema is refused, saying why", "[net][avg]") {
   auto swarm = test::quiet_swarm(4);
   zmq::context_t context;

@@ -205,9 +205,21 @@ Result<Group> Matchmaker::find_group(const Bytes& schema_hash, std::uint64_t vec
   return group;
 }
 
-size_t Matchmaker::full_size_locked() const {
-  if (expected_peers_ == 0) return options_.target_group_size;
-  return std::clamp(expected_peers_, std::max<size_t>(2, options_.min_group_size), options_.target_group_size);
+size_t Matchmaker::senders_locked() const {
+  size_t senders = options_.role == AvgRole::kAux ? 0 : 1;
+  for (const auto& f : followers_) {
+    senders += f.member.role != AvgRole::kAux;
+    for (const auto& c : f.companions) senders += c.role != AvgRole::kAux;
+  }
+  return senders;
+}
+
+bool Matchmaker::full_locked() const {
+  if (group_size_locked() >= options_.target_group_size) return true;
+  if (expected_peers_ == 0) return false;
+  // The expected peers are the ones that send (trainers): an aux peer that joined early is welcome, but
+  // filling a place with it would leave a trainer out of its own step's group.
+  return senders_locked() >= std::clamp(expected_peers_, std::max<size_t>(2, options_.min_group_size), options_.target_group_size);
 }
 
 Result<Group> Matchmaker::find_group() {
@@ -240,7 +252,7 @@ Result<Group> Matchmaker::find_group() {
 
   std::string seen = "nobody else is looking";
   std::string last_refusal;
-  auto full = [&] { return group_size_locked() >= full_size_locked(); };
+  auto full = [&] { return full_locked(); };
   auto stopping = [&] {
     std::lock_guard lock(mutex_);
     return stopping_;

@@ -70,7 +70,9 @@ class Matchmaker {
   // The same, for a vector layout other than the one in the options (the averager learns it per step).
   // `expected_peers` (us included; 0: unknown) is how many peers the caller knows to be in the run: a
   // leader whose group holds that many (at least min_group_size, at most target_group_size) forms it at
-  // once instead of waiting out matchmaking_time for peers that do not exist. A non-empty `group_key`
+  // once instead of waiting out matchmaking_time for peers that do not exist. Only members that send
+  // count toward it: aux peers (which publish no progress, so nobody expects them) join if they are in
+  // by then, but never take an expected peer's place. A non-empty `group_key`
   // replaces the options' from now on (one matchmaker serves several kinds of rounds, one at a time).
   Result<Group> find_group(const Bytes& schema_hash, std::uint64_t vector_length, size_t expected_peers = 0,
                            const std::string& group_key = "");
@@ -103,8 +105,10 @@ class Matchmaker {
                        const std::vector<wire::JoinCompanion>& companions);
   // Members in our group now, us included (followers bring their companions).
   size_t group_size_locked() const;
-  // The size at which we lead no longer waits: target_group_size, or fewer when the run is known smaller.
-  size_t full_size_locked() const;
+  // Members of our group that send (not aux), us included.
+  size_t senders_locked() const;
+  // Whether we lead without waiting longer: target_group_size members, or every expected sender in.
+  bool full_locked() const;
   // What our followers are, for a merge request.
   std::vector<wire::JoinCompanion> companions_locked() const;
   // Builds BEGIN for us and our followers, answers them, and returns our group. Under mutex_.
