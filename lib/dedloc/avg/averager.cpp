@@ -92,6 +92,7 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
   StepOutcome outcome;
   std::optional<Result<Group>> group;
   if (prepared_) {
+    matchmaker_->release();  // a group we lead forms now, aux peers that joined meanwhile included
     group = prepared_->group.get();
     prepared_.reset();
     outcome.found_ahead = group->is_ok();
@@ -112,6 +113,7 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
 
 void Averager::prepare(const VectorSchema& schema, size_t expected_peers, const std::string& what) {
   if (prepared_) return;
+  matchmaker_->hold();  // here, not in the search's thread: our step may come before that thread runs
   prepared_ = Prepared{what, schema, std::async(std::launch::async, [this, schema, expected_peers, what] {
                          auto group = matchmaker_->find_group(schema.hash, schema.length, expected_peers,
                                                               options_.run_id + "_" + what);
@@ -127,6 +129,7 @@ const std::string& Averager::prepared_round() const {
 
 void Averager::withdraw() {
   if (!prepared_) return;
+  matchmaker_->release();
   auto group = prepared_->group.get();  // bounded by matchmaking_time (and a join's grace)
   const std::string what = prepared_->what;
   prepared_.reset();

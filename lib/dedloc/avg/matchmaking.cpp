@@ -49,6 +49,17 @@ Matchmaker::Matchmaker(dht::Node& dht, net::Server& server, net::Client& client,
   });
 }
 
+void Matchmaker::hold() {
+  std::lock_guard lock(mutex_);
+  held_ = true;
+}
+
+void Matchmaker::release() {
+  std::lock_guard lock(mutex_);
+  held_ = false;
+  changed_.notify_all();
+}
+
 void Matchmaker::stop() {
   std::lock_guard lock(mutex_);
   stopping_ = true;
@@ -216,7 +227,7 @@ size_t Matchmaker::senders_locked() const {
 
 bool Matchmaker::full_locked() const {
   if (group_size_locked() >= options_.target_group_size) return true;
-  if (expected_peers_ == 0) return false;
+  if (expected_peers_ == 0 || held_) return false;
   // The expected peers are the ones that send (trainers): an aux peer that joined early is welcome, but
   // filling a place with it would leave a trainer out of its own step's group.
   return senders_locked() >= std::clamp(expected_peers_, std::max<size_t>(2, options_.min_group_size), options_.target_group_size);

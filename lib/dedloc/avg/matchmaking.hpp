@@ -76,6 +76,12 @@ class Matchmaker {
   // replaces the options' from now on (one matchmaker serves several kinds of rounds, one at a time).
   Result<Group> find_group(const Bytes& schema_hash, std::uint64_t vector_length, size_t expected_peers = 0,
                            const std::string& group_key = "");
+  // Searches ahead of time (Averager::prepare): hold() before starting the search, from the caller's
+  // thread; a held search that leads does not form its group when the expected peers are in, but keeps
+  // taking joiners (aux peers, which nobody expects) until release(), its deadline, or target_group_size.
+  // release() is the caller's own step: from then on the group forms as usual. Neither waits.
+  void hold();
+  void release();
   // For a peer shutting down: a search in progress (on another thread) ends at its next check, with
   // kCancelled (a join request already sent still waits for its answer, bounded by the deadline), and
   // every later search returns kCancelled at once.
@@ -128,6 +134,7 @@ class Matchmaker {
   std::condition_variable changed_;
   State state_ = State::kIdle;
   bool stopping_ = false;
+  bool held_ = false;  // hold(): the expected peers alone do not complete our group until release()
   std::string following_;  // the leader we are asking, while kJoining
   size_t expected_peers_ = 0;  // find_group's hint for this round
   std::vector<Follower> followers_;
