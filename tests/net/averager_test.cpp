@@ -119,6 +119,14 @@ struct ThreeTrainers {
     }
   }
 
+  // Peer i's step for `what`, on its own thread, after `delay` (its batch finishing later).
+  std::future<Result<StepOutcome>> step(size_t i, const std::string& what, Duration delay = Duration::zero()) {
+    return std::async(std::launch::async, [this, i, what, delay] {
+      std::this_thread::sleep_for(delay);
+      return averagers[i]->step(schema, vectors[i], weights[i], 3, what);
+    });
+  }
+
   // The weights' mean of the vectors of `members`, at element k.
   double mean(const std::vector<size_t>& members, size_t k) const {
     double sum = 0, total = 0;
@@ -143,12 +151,7 @@ TEST_CASE("Averager: a group prepared ahead forms while peers compute, and each 
   CHECK(t.averagers[0]->prepared_round() == "grad.0");
   // The peers finish their batches at different moments, as trainers do.
   std::vector<std::future<Result<StepOutcome>>> steps;
-  for (size_t i = 0; i < 3; ++i) {
-    steps.push_back(std::async(std::launch::async, [&t, i] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(400 * i));
-      return t.averagers[i]->step(t.schema, t.vectors[i], t.weights[i], 3, "grad.0");
-    }));
-  }
+  for (size_t i = 0; i < 3; ++i) steps.push_back(t.step(i, "grad.0", std::chrono::milliseconds(400 * i)));
   for (size_t i = 0; i < 3; ++i) {
     INFO("peer " << i);
     auto outcome = steps[i].get();
@@ -172,14 +175,10 @@ TEST_CASE("Averager: a peer that gives up its prepared round still serves the gr
     CHECK(t.averagers[2]->prepared_round().empty());
   }
   SECTION("a step for another round: it caught up with the swarm meanwhile") {
-    third = std::async(std::launch::async, [&t] { return t.averagers[2]->step(t.schema, t.vectors[2], t.weights[2], 3, "grad.5"); });
+    third = t.step(2, "grad.5");
   }
   std::vector<std::future<Result<StepOutcome>>> steps;
-  for (size_t i = 0; i < 2; ++i) {
-    steps.push_back(std::async(std::launch::async, [&t, i] {
-      return t.averagers[i]->step(t.schema, t.vectors[i], t.weights[i], 3, "grad.0");
-    }));
-  }
+  for (size_t i = 0; i < 2; ++i) steps.push_back(t.step(i, "grad.0"));
   for (size_t i = 0; i < 2; ++i) {
     INFO("peer " << i);
     auto outcome = steps[i].get();

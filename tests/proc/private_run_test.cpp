@@ -92,12 +92,17 @@ TEST_CASE("A private run: members join and store, outsiders are refused with the
     INFO(revoked.output);
     REQUIRE(revoked.exit_code == 0);
     CHECK_THAT(revoked.output, Catch::Contains("the list holds 1 key"));
+    // Bob's get through `address`, repeated until it is refused or `within` has passed.
+    auto refused_through = [&bob](const std::string& address, Duration within) {
+      test::CommandOutput out;
+      const auto until = std::chrono::steady_clock::now() + within;
+      do {
+        out = test::run_dht(test::joined(bob) + " get greeting --initial-peers " + address);
+      } while (out.exit_code == 0 && std::chrono::steady_clock::now() < until);
+      return out;
+    };
     // The nodes read the list every second: poll until bob is refused, for 20 s at most.
-    test::CommandOutput refused;
-    const auto until = std::chrono::steady_clock::now() + 20s;
-    do {
-      refused = test::run_dht(test::joined(bob) + " get greeting --initial-peers " + first_address);
-    } while (refused.exit_code == 0 && std::chrono::steady_clock::now() < until);
+    auto refused = refused_through(first_address, 20s);
     INFO(refused.output);
     CHECK(refused.exit_code != 0);
     CHECK_THAT(refused.output, Catch::Contains("revoked"));
@@ -107,10 +112,7 @@ TEST_CASE("A private run: members join and store, outsiders are refused with the
     // A node that joins now, reading the list only every 30 s, refuses bob at once: it reads the list as
     // soon as it has joined (at its start the routing table was still empty).
     auto [late, late_address] = serve(run, "late", first_address, "30");
-    const auto late_until = std::chrono::steady_clock::now() + 10s;  // well inside its 30 s refresh
-    do {
-      refused = test::run_dht(test::joined(bob) + " get greeting --initial-peers " + late_address);
-    } while (refused.exit_code == 0 && std::chrono::steady_clock::now() < late_until);
+    refused = refused_through(late_address, 10s);  // well inside its 30 s refresh
     INFO(refused.output);
     CHECK(refused.exit_code != 0);
     CHECK_THAT(refused.output, Catch::Contains("revoked"));

@@ -112,7 +112,8 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
 }
 
 void Averager::prepare(const VectorSchema& schema, size_t expected_peers, const std::string& what) {
-  if (prepared_) return;
+  if (prepared_ && prepared_->what == what && prepared_->schema.hash == schema.hash) return;
+  withdraw();  // a round prepared for another `what` (the caller moved on): served, not left waiting
   matchmaker_->hold();  // here, not in the search's thread: our step may come before that thread runs
   prepared_ = Prepared{what, schema, std::async(std::launch::async, [this, schema, expected_peers, what] {
                          auto group = matchmaker_->find_group(schema.hash, schema.length, expected_peers,

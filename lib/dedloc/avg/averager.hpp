@@ -84,8 +84,8 @@ class Averager {
   // background and returns at once, so that the caller keeps computing while the group forms; step() for
   // the same `what` then averages in the group found (or, if none formed, looks again as usual). Members
   // that step before us send their parts, which our all-reduce holds until we step (AllReduce::expect).
-  // Does nothing while a round is already prepared. Not thread-safe: prepare, step and withdraw belong to
-  // one caller thread.
+  // Does nothing while the same round is prepared; a round prepared for another `what` is withdrawn
+  // first. Not thread-safe: prepare, step and withdraw belong to one caller thread.
   void prepare(const VectorSchema& schema, size_t expected_peers, const std::string& what);
   // The round prepare() is looking for or found a group for; empty when none.
   const std::string& prepared_round() const;

@@ -372,9 +372,8 @@ void Trainer::match_ahead(const CollaborationState& state) {
   if (!options_.match_ahead || p.tracker->others() == 0) return;
   if (state.eta_seconds > std::chrono::duration<double>(options_.averaging.matchmaking_time).count()) return;
   const std::string round = gradient_round(epoch_);
-  const std::string& prepared = p.averager->prepared_round();
-  if (prepared == round) return;
-  if (!prepared.empty()) p.averager->withdraw();  // a round we left behind (we caught up since)
+  if (p.averager->prepared_round() == round) return;
+  // A round still prepared for an earlier epoch (we caught up since) is withdrawn by prepare().
   p.averager->prepare(p.gradient_schema, p.tracker->others() + 1, round);
 }
 
