@@ -1,4 +1,4 @@
-// libFuzzer target: checkpoints (train/checkpoint.hpp, safetensors + BLAKE2b checksum), loaded from a file
+// libFuzzer target: checkpoints (collab/checkpoint.hpp, safetensors + BLAKE2b checksum), loaded from a file
 // anyone may have handed over (--resume, dedloc-avg export).
 //
 // Input: a mode byte, then
@@ -20,7 +20,7 @@
 
 #include "dedloc/avg/training_state.hpp"
 #include "dedloc/crypto/hash.hpp"
-#include "dedloc/train/checkpoint.hpp"
+#include "dedloc/collab/checkpoint.hpp"
 #include "fuzz/fuzz_target.hpp"
 
 namespace {
@@ -102,7 +102,7 @@ DEDLOC_FUZZ_TARGET(checkpoint) {
   }
   const std::string path = temp_path("in");
   write(path, file);
-  auto loaded = train::load_checkpoint(path);
+  auto loaded = collab::load_checkpoint(path);
   std::filesystem::remove(path);
   if (!loaded) {
     DEDLOC_FUZZ_CHECK(loaded.status().code() == Code::kMalformed);
@@ -110,9 +110,9 @@ DEDLOC_FUZZ_TARGET(checkpoint) {
   }
   // What loads saves again and loads back the same.
   const std::string again_path = temp_path("again");
-  Status saved = train::save_checkpoint(again_path, loaded->state, loaded->extra);
+  Status saved = collab::save_checkpoint(again_path, loaded->state, loaded->extra);
   DEDLOC_FUZZ_CHECK(saved.is_ok());
-  auto again = train::load_checkpoint(again_path);
+  auto again = collab::load_checkpoint(again_path);
   std::filesystem::remove(again_path);
   DEDLOC_FUZZ_CHECK(again.is_ok());
   DEDLOC_FUZZ_CHECK(same_state(again->state, loaded->state));

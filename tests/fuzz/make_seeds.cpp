@@ -17,8 +17,8 @@
 #include "dedloc/dht/revocations.hpp"
 #include "dedloc/wire/auth_frame.hpp"
 #include "dedloc/dht/record.hpp"
-#include "dedloc/train/checkpoint.hpp"
-#include "dedloc/train/progress.hpp"
+#include "dedloc/collab/checkpoint.hpp"
+#include "dedloc/collab/progress.hpp"
 #include "dedloc/wire/avg_messages.hpp"
 #include "dedloc/wire/dht_messages.hpp"
 #include "dedloc/wire/envelope.hpp"
@@ -270,7 +270,7 @@ void config_seeds(const fs::path& dir, const fs::path& source) {
 void checkpoint_seeds(const fs::path& dir) {
   const fs::path tmp = fs::temp_directory_path() / "dedloc-fuzz-seed.safetensors";
   auto file_of = [&](const avg::TrainingState& state, const std::map<std::string, std::string>& extra) {
-    Status saved = train::save_checkpoint(tmp.string(), state, extra);
+    Status saved = collab::save_checkpoint(tmp.string(), state, extra);
     if (!saved.is_ok()) {
       std::fprintf(stderr, "%s\n", saved.to_string().c_str());
       std::exit(1);
@@ -308,16 +308,16 @@ Bytes signed_entry_input(std::uint8_t family, const std::string& key, const Byte
 }
 
 void records_seeds(const fs::path& dir) {
-  train::PeerProgress progress{12, 640, 123.5, fuzz::kRecordsNow - 3, false, 1.25e7, 300, ""};
-  train::PeerProgress client{12, 64, 10, fuzz::kRecordsNow - 1, true, 1e6, 0, ""};
-  train::PeerMetrics metrics{12, 2.5, 123.5, 20, "trainer", 4096, 7, fuzz::kRecordsNow - 2, ""};
-  train::PeerMetrics aux{12, std::nullopt, 0, 0, "aux", 0, 30, fuzz::kRecordsNow - 2, ""};
-  const Bytes progress_value = train::encode_progress(progress);
-  const Bytes metrics_value = train::encode_metrics(metrics);
+  collab::PeerProgress progress{12, 640, 123.5, fuzz::kRecordsNow - 3, false, 1.25e7, 300, ""};
+  collab::PeerProgress client{12, 64, 10, fuzz::kRecordsNow - 1, true, 1e6, 0, ""};
+  collab::PeerMetrics metrics{12, 2.5, 123.5, 20, "trainer", 4096, 7, fuzz::kRecordsNow - 2, ""};
+  collab::PeerMetrics aux{12, std::nullopt, 0, 0, "aux", 0, 30, fuzz::kRecordsNow - 2, ""};
+  const Bytes progress_value = collab::encode_progress(progress);
+  const Bytes metrics_value = collab::encode_metrics(metrics);
   write(dir, "seed-progress", cat({Bytes{0}, progress_value}));
-  write(dir, "seed-progress-client", cat({Bytes{0}, train::encode_progress(client)}));
+  write(dir, "seed-progress-client", cat({Bytes{0}, collab::encode_progress(client)}));
   write(dir, "seed-metrics", cat({Bytes{1}, metrics_value}));
-  write(dir, "seed-metrics-aux", cat({Bytes{1}, train::encode_metrics(aux)}));
+  write(dir, "seed-metrics-aux", cat({Bytes{1}, collab::encode_metrics(aux)}));
 
   const auto me = crypto::PeerId::from_public_key(fuzz::identity().public_key());
   MapWriter listing;
@@ -363,10 +363,10 @@ void records_seeds(const fs::path& dir) {
   };
   add(2, "", progress_value);
   add(3, "", metrics_value);
-  add(0, "[owner:" + std::string(64, 'b') + "]", train::encode_progress(client));
+  add(0, "[owner:" + std::string(64, 'b') + "]", collab::encode_progress(client));
   add(0, "peer-c", progress_value);
-  add(1, "peer-c", train::encode_metrics(metrics));
-  add(1, "aux-1", train::encode_metrics(aux));
+  add(1, "peer-c", collab::encode_metrics(metrics));
+  add(1, "aux-1", collab::encode_metrics(aux));
   write(dir, "seed-swarm", swarm);
 }
 

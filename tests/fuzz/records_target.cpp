@@ -1,5 +1,5 @@
 // libFuzzer target: DHT record values and entries from other peers (any peer can store them), and what is
-// built from them: progress and metrics records (train/progress.hpp), the record validator with every
+// built from them: progress and metrics records (collab/progress.hpp), the record validator with every
 // family's schema (dht/validator.hpp, record_schema.hpp) and owner signatures (dht/record.hpp), relay
 // listings (relay/relay_directory.hpp), donor records (avg/state_transfer.hpp), the averaged vector's
 // schema record (avg/averager.hpp), and the monitor's picture of a swarm (monitor/swarm_view.hpp,
@@ -34,7 +34,7 @@
 #include "dedloc/monitor/history.hpp"
 #include "dedloc/monitor/swarm_view.hpp"
 #include "dedloc/relay/relay_directory.hpp"
-#include "dedloc/train/progress.hpp"
+#include "dedloc/collab/progress.hpp"
 #include "dedloc/wire/map_codec.hpp"
 #include "fuzz/fixtures.hpp"
 #include "fuzz/fuzz_target.hpp"
@@ -46,8 +46,8 @@ using namespace dedloc;
 const dht::RecordValidator& validator() {
   static const dht::RecordValidator v = [] {
     dht::RecordValidator out;
-    train::add_progress_schema(out);
-    train::add_metrics_schema(out);
+    collab::add_progress_schema(out);
+    collab::add_metrics_schema(out);
     avg::add_donor_schema(out);
     relay::add_relay_schema(out);
     return out;
@@ -70,19 +70,19 @@ dht::FoundEntry found(Bytes value, std::optional<Bytes> subkey) {
 }
 
 void progress(ByteSpan value) {
-  auto p = train::decode_progress(value);
+  auto p = collab::decode_progress(value);
   if (!p) return;
-  Bytes encoded = train::encode_progress(*p);
-  auto again = train::decode_progress(encoded);
+  Bytes encoded = collab::encode_progress(*p);
+  auto again = collab::decode_progress(encoded);
   DEDLOC_FUZZ_CHECK(again.is_ok() && *again == *p);
   DEDLOC_FUZZ_CHECK(validator().validate("run_progress", entry_of(encoded), fuzz::kRecordsNow).is_ok());
 }
 
 void metrics(ByteSpan value) {
-  auto m = train::decode_metrics(value);
+  auto m = collab::decode_metrics(value);
   if (!m) return;
-  Bytes encoded = train::encode_metrics(*m);
-  auto again = train::decode_metrics(encoded);
+  Bytes encoded = collab::encode_metrics(*m);
+  auto again = collab::decode_metrics(encoded);
   DEDLOC_FUZZ_CHECK(again.is_ok() && *again == *m);
   DEDLOC_FUZZ_CHECK(validator().validate("run_metrics", entry_of(encoded), fuzz::kRecordsNow).is_ok());
 }
@@ -165,8 +165,8 @@ void entry(fuzz::Input& in) {
   if (valid.is_ok()) {
     DEDLOC_FUZZ_CHECK(checked.is_ok() && std::isfinite(e.expiration));
     // A record a family's schema accepted decodes as that family (or is a withdrawal).
-    if (!e.value.empty() && key.ends_with("_progress")) (void)train::decode_progress(e.value);
-    if (!e.value.empty() && key.ends_with("_metrics")) (void)train::decode_metrics(e.value);
+    if (!e.value.empty() && key.ends_with("_progress")) (void)collab::decode_progress(e.value);
+    if (!e.value.empty() && key.ends_with("_metrics")) (void)collab::decode_metrics(e.value);
     if (key.ends_with("_relays")) (void)relay::parse_relay_listing(dht::FoundEntry{e.subkey, e.value, e.expiration});
     if (key.ends_with("_donors")) (void)avg::parse_donor(dht::FoundEntry{e.subkey, e.value, e.expiration});
   }
@@ -174,8 +174,8 @@ void entry(fuzz::Input& in) {
 
 void swarm(fuzz::Input& in) {
   const size_t count = in.byte() % 16;
-  std::vector<train::PeerProgress> progress;
-  std::vector<train::PeerMetrics> metrics;
+  std::vector<collab::PeerProgress> progress;
+  std::vector<collab::PeerMetrics> metrics;
   std::set<std::string> subkeys;
   for (size_t i = 0; i < count && !in.empty(); ++i) {
     const std::uint8_t kind = in.byte();
@@ -184,12 +184,12 @@ void swarm(fuzz::Input& in) {
     if (kind & 2) subkey = owner_subkey() + subkey;
     ByteSpan value = in.prefixed();
     if (kind & 1) {
-      auto m = train::decode_metrics(value);
+      auto m = collab::decode_metrics(value);
       if (!m) continue;
       m->peer = subkey;
       metrics.push_back(std::move(*m));
     } else {
-      auto p = train::decode_progress(value);
+      auto p = collab::decode_progress(value);
       if (!p) continue;
       p->peer = subkey;
       progress.push_back(std::move(*p));

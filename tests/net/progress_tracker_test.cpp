@@ -4,11 +4,11 @@
 
 #include <thread>
 
-#include "dedloc/train/progress_tracker.hpp"
+#include "dedloc/collab/progress_tracker.hpp"
 #include "support/quiet_swarm.hpp"
 
 using namespace dedloc;
-using namespace dedloc::train;
+using namespace dedloc::collab;
 using namespace std::chrono_literals;
 
 namespace {

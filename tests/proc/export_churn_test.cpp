@@ -20,7 +20,7 @@
 
 #include "dedloc/core/files.hpp"
 #include "dedloc/monitor/checkpoint_export.hpp"
-#include "dedloc/train/checkpoint.hpp"
+#include "dedloc/collab/checkpoint.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
 #include "support/trainer_process.hpp"
@@ -60,7 +60,7 @@ void check_every_checkpoint(const std::string& out) {
   size_t count = 0;
   for (const auto& [epoch, path] : dedloc::monitor::list_exported_checkpoints(out)) {
     INFO(path);
-    auto loaded = dedloc::train::load_checkpoint(path);
+    auto loaded = dedloc::collab::load_checkpoint(path);
     REQUIRE(loaded.is_ok());
     CHECK(loaded->state.epoch() == epoch);
     const auto values = loaded->state.flat();
@@ -182,7 +182,7 @@ TEST_CASE("Export under churn: every checkpoint loads, and a kill mid-write leav
   CHECK(locked.output.rfind("dedloc-avg export: error: refused: another export is writing to " + out, 0) == 0);
   CHECK(std::count(locked.output.begin(), locked.output.end(), '\n') == 1);  // one line, nothing else
   CHECK(fs::is_symlink(out + "/latest.safetensors"));
-  CHECK(dedloc::train::load_checkpoint(out + "/latest.safetensors").is_ok());
+  CHECK(dedloc::collab::load_checkpoint(out + "/latest.safetensors").is_ok());
 }
 
 TEST_CASE("Export with no donor in the run fails with one clear line", "[proc][monitor][export]") {

@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "dedloc/train/checkpoint.hpp"
+#include "dedloc/collab/checkpoint.hpp"
 #include "support/test_paths.hpp"
 #include "support/trainer_process.hpp"
 
@@ -48,8 +48,8 @@ double final_difference(int every) {
   REQUIRE(b->process().wait(30s) == 0);
   for (const auto& s : a->steps()) CHECK(s["event"] == "averaged");  // the same gradients every step
 
-  auto model_a = dedloc::train::load_checkpoint(dir + "/a/model.safetensors");
-  auto model_b = dedloc::train::load_checkpoint(dir + "/b/model.safetensors");
+  auto model_a = dedloc::collab::load_checkpoint(dir + "/a/model.safetensors");
+  auto model_b = dedloc::collab::load_checkpoint(dir + "/b/model.safetensors");
   REQUIRE(model_a.is_ok());
   REQUIRE(model_b.is_ok());
   REQUIRE(model_a->state.total_elements() == model_b->state.total_elements());

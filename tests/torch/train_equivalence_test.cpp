@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dedloc/train/checkpoint.hpp"
+#include "dedloc/collab/checkpoint.hpp"
 #include "dedloc/train/models/mlp_task.hpp"
 #include "dedloc/train/recipe.hpp"
 #include "support/process.hpp"
@@ -130,7 +130,7 @@ TEST_CASE("Two collaborating peers end with the parameters of one process taking
 
   for (const auto& dir : {dir_a, dir_b}) {
     INFO("peer " << dir);
-    auto checkpoint = load_checkpoint(dir + "/model.safetensors");
+    auto checkpoint = collab::load_checkpoint(dir + "/model.safetensors");
     REQUIRE(checkpoint.is_ok());
     CHECK(checkpoint->state.epoch() == kEpochs);
     for (const auto& [n, p] : params) {

@@ -12,7 +12,7 @@
 #include "dedloc/cli/signals.hpp"
 #include "dedloc/dht/node.hpp"
 #include "dedloc/relay/relay_keeper.hpp"
-#include "dedloc/train/progress.hpp"
+#include "dedloc/collab/progress.hpp"
 #include "run_dht.hpp"
 
 namespace dedloc::avg_tool {
@@ -110,16 +110,16 @@ class AuxCommand final : public Command {
         continue;
       }
       // The trainers' progress records say which epoch's gradients they will average next (the round's
-      // name: train::gradient_round) and how many will look for a group: with all of them in, a group we
+      // name: collab::gradient_round) and how many will look for a group: with all of them in, a group we
       // lead forms at once rather than at the matchmaking deadline. Without records, plain "grad" rounds.
-      auto trainers = train::read_progress(dht, run_id_, Deadline::after(std::chrono::seconds(2)));
+      auto trainers = collab::read_progress(dht, run_id_, Deadline::after(std::chrono::seconds(2)));
       size_t expected = 0;
       std::string round = "grad";
       std::uint64_t epoch = 0;
       if (trainers && !trainers->empty()) {
         for (const auto& t : *trainers) epoch = std::max(epoch, t.epoch);
         expected = trainers->size() + 1;
-        round = train::gradient_round(epoch);
+        round = collab::gradient_round(epoch);
       }
       publish_metrics(dht, epoch, averaged);
       auto outcome = averager->step(**schema, {}, 0, expected, round);
@@ -137,7 +137,7 @@ class AuxCommand final : public Command {
                                       " silent sender(s)");
       }
     }
-    if (auto withdrawn = train::withdraw_metrics(dht, run_id_, kRecordTtl, Deadline::after(std::chrono::seconds(2)));
+    if (auto withdrawn = collab::withdraw_metrics(dht, run_id_, kRecordTtl, Deadline::after(std::chrono::seconds(2)));
         !withdrawn.is_ok()) {
       log.debug("aux") << "withdrawing the metrics record: " << withdrawn.to_string();
     }
@@ -167,11 +167,11 @@ class AuxCommand final : public Command {
     auto now = std::chrono::steady_clock::now();
     if (now - last_metrics_ < kRecordTtl / 3) return;
     last_metrics_ = now;
-    train::PeerMetrics metrics;
+    collab::PeerMetrics metrics;
     metrics.role = "aux";
     metrics.rounds = averaged;
     metrics.epoch = epoch;
-    auto stored = train::publish_metrics(dht, run_id_, metrics, kRecordTtl, Deadline::after(std::chrono::seconds(2)));
+    auto stored = collab::publish_metrics(dht, run_id_, metrics, kRecordTtl, Deadline::after(std::chrono::seconds(2)));
     if (!stored.is_ok()) Logger::global().debug("aux") << "metrics record: " << stored.to_string();
   }
 

@@ -3,7 +3,7 @@
 #include "dedloc/avg/state_transfer.hpp"
 #include "dedloc/net/peer_address.hpp"
 #include "dedloc/relay/relay_directory.hpp"
-#include "dedloc/train/progress.hpp"
+#include "dedloc/collab/progress.hpp"
 
 namespace dedloc::avg_tool {
 
@@ -13,8 +13,8 @@ Result<std::unique_ptr<dht::Node>> join_run_dht(zmq::context_t& context, const c
   auto peers = cli::peer_addresses(common, initial_peers, "--initial-peers");
   if (!peers) return peers.status();
   return dht::join_as_client(context, identity, *peers, Deadline::after(timeout), [](dht::RecordValidator& validator) {
-    train::add_progress_schema(validator);
-    train::add_metrics_schema(validator);
+    collab::add_progress_schema(validator);
+    collab::add_metrics_schema(validator);
     avg::add_donor_schema(validator);
     relay::add_relay_schema(validator);
   });

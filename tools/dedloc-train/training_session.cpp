@@ -12,8 +12,8 @@
 #include "dedloc/cli/signals.hpp"
 #include "dedloc/core/memory.hpp"
 #include "dedloc/dht/node.hpp"
-#include "dedloc/train/checkpoint.hpp"
-#include "dedloc/train/progress.hpp"
+#include "dedloc/collab/checkpoint.hpp"
+#include "dedloc/collab/progress.hpp"
 #include "dedloc/train/trainer.hpp"
 
 namespace dedloc::train_tool {
@@ -36,8 +36,8 @@ Result<torch::Device> parse_device(const std::string& text) {
 
 // Registers the record families a trainer reads and writes, so hostile values never reach storage.
 void add_schemas(dht::RecordValidator& validator) {
-  train::add_progress_schema(validator);
-  train::add_metrics_schema(validator);
+  collab::add_progress_schema(validator);
+  collab::add_metrics_schema(validator);
   avg::add_donor_schema(validator);
 }
 
@@ -163,7 +163,7 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   train::Trainer trainer(context, node, *identity, t, **optimizer, options);
 
   if (o.resume) {
-    auto checkpoint = train::load_checkpoint(o.checkpoint_dir + "/checkpoint.safetensors");
+    auto checkpoint = collab::load_checkpoint(o.checkpoint_dir + "/checkpoint.safetensors");
     if (!checkpoint) return cli::report_failure(kTool, checkpoint.status());
     if (auto loaded = trainer.load_state(checkpoint->state); !loaded.is_ok()) {
       return cli::report_failure(kTool, loaded.with_context("resuming from " + o.checkpoint_dir));

@@ -13,8 +13,8 @@
 #include "dedloc/avg/state_transfer.hpp"
 #include "dedloc/core/file_lock.hpp"
 #include "dedloc/core/files.hpp"
-#include "dedloc/train/checkpoint.hpp"
-#include "dedloc/train/progress.hpp"
+#include "dedloc/collab/checkpoint.hpp"
+#include "dedloc/collab/progress.hpp"
 
 namespace dedloc::monitor {
 
@@ -129,7 +129,7 @@ Result<ExportResult> export_checkpoint(dht::Node& node, net::Client& client, con
   for (const auto& d : downloaded->donors) {
     if (d.failure.is_ok() && d.parts > 0) result.donor = d.address;
   }
-  if (auto peers = train::read_progress(node, options.run_id, deadline)) result.peers = peers->size();
+  if (auto peers = collab::read_progress(node, options.run_id, deadline)) result.peers = peers->size();
 
   const std::string base = options.out_dir + "/" + checkpoint_name(result.epoch);
   result.path = base + ".safetensors";
@@ -141,8 +141,8 @@ Result<ExportResult> export_checkpoint(dht::Node& node, net::Client& client, con
                                                 {"exported_from", result.donor},
                                                 {"peers", std::to_string(result.peers)}};
     // The trainers' own description of the run (run_id, recipe, model) is in the state's entries already.
-    DEDLOC_RETURN_IF_ERROR(train::save_checkpoint(result.path, state, extra));
-    auto reread = train::load_checkpoint(result.path);
+    DEDLOC_RETURN_IF_ERROR(collab::save_checkpoint(result.path, state, extra));
+    auto reread = collab::load_checkpoint(result.path);
     if (!reread) return reread.status().with_context("reading back the checkpoint just written");
     result.written = true;
   }

@@ -7,7 +7,7 @@
 //   2. download the state from the donors listed in the DHT (one donor: optimizer statistics are not
 //      averaged, so stripes from several could mix two peers' statistics);
 //   3. verify it: the schema hash the caller expects (if any), at least one tensor, every value finite;
-//   4. write checkpoint-e<EPOCH>.safetensors (train/checkpoint.hpp: safetensors with a checksum, written
+//   4. write checkpoint-e<EPOCH>.safetensors (collab/checkpoint.hpp: safetensors with a checksum, written
 //      to a temporary file, fsynced and renamed, so no partial file ever carries the final name), read it
 //      back, then its metadata checkpoint-e<EPOCH>.json (run, epoch, recipe, model, time, peers, donor,
 //      schema hash) the same way, and point the symlink `latest.safetensors` at it (also by rename);

@@ -1,6 +1,6 @@
 #include "dedloc/monitor/monitor.hpp"
 
-#include "dedloc/train/progress.hpp"
+#include "dedloc/collab/progress.hpp"
 
 namespace dedloc::monitor {
 
@@ -11,8 +11,8 @@ Monitor::Monitor(dht::Node& node, std::string run_id, History history, Dashboard
 }
 
 Result<bool> Monitor::poll(Deadline deadline) {
-  auto progress = train::read_progress(node_, run_id_, deadline);
-  auto metrics = progress ? train::read_metrics(node_, run_id_, deadline) : Result<std::vector<train::PeerMetrics>>(progress.status());
+  auto progress = collab::read_progress(node_, run_id_, deadline);
+  auto metrics = progress ? collab::read_metrics(node_, run_id_, deadline) : Result<std::vector<collab::PeerMetrics>>(progress.status());
   if (!metrics) {
     ++counters_.poll_errors;
     publish();

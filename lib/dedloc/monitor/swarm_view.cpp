@@ -5,7 +5,7 @@
 
 #include "dedloc/crypto/peer_id.hpp"
 #include "dedloc/dht/record.hpp"
-#include "dedloc/train/collaboration_state.hpp"
+#include "dedloc/collab/collaboration_state.hpp"
 
 namespace dedloc::monitor {
 
@@ -25,8 +25,8 @@ int role_rank(const std::string& role) { return role == "trainer" ? 0 : role == 
 
 }  // namespace
 
-SwarmView summarize_swarm(const std::vector<train::PeerProgress>& progress,
-                          const std::vector<train::PeerMetrics>& metrics, double now) {
+SwarmView summarize_swarm(const std::vector<collab::PeerProgress>& progress,
+                          const std::vector<collab::PeerMetrics>& metrics, double now) {
   SwarmView view;
   view.time = now;
   std::map<std::string, PeerView> rows;  // by owner subkey
@@ -84,7 +84,7 @@ SwarmView summarize_swarm(const std::vector<train::PeerProgress>& progress,
     return a.peer_id < b.peer_id;
   });
 
-  auto state = train::estimate_collaboration(progress, view.target_batch_size, now);
+  auto state = collab::estimate_collaboration(progress, view.target_batch_size, now);
   view.epoch = state.epoch;
   if (progress.empty()) {  // metrics only (records expire apart): the trainers' newest epoch
     for (const auto& r : view.peers) {

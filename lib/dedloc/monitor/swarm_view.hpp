@@ -3,7 +3,7 @@
 // tests with hand-made records.
 //
 //   peers        every owner with a live progress or metrics record (one row each)
-//   epoch        the global epoch, as the trainers' own estimate (train::estimate_collaboration)
+//   epoch        the global epoch, as the trainers' own estimate (collab::estimate_collaboration)
 //   samples/s    the sum of the trainers' rates
 //   mean loss    the mean of the last-epoch losses the trainers report (peers without one yet do not count)
 //   ETA          until the global batch is gathered, when a trainer says how large it is ("B")
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "dedloc/train/progress.hpp"
+#include "dedloc/collab/progress.hpp"
 
 namespace dedloc::monitor {
 
@@ -45,8 +45,8 @@ struct SwarmView {
   size_t alive() const { return peers.size(); }
 };
 
-SwarmView summarize_swarm(const std::vector<train::PeerProgress>& progress,
-                          const std::vector<train::PeerMetrics>& metrics, double now);
+SwarmView summarize_swarm(const std::vector<collab::PeerProgress>& progress,
+                          const std::vector<collab::PeerMetrics>& metrics, double now);
 
 // A PeerID's hex from an owner subkey ("[owner:<public key hex>]"); "unowned:" and the subkey's first bytes in
 // hex when it is not one.

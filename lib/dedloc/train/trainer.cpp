@@ -6,7 +6,7 @@
 #include <sstream>
 #include <thread>
 
-#include "dedloc/train/checkpoint.hpp"
+#include "dedloc/collab/checkpoint.hpp"
 
 namespace dedloc::train {
 
@@ -87,14 +87,14 @@ struct Trainer::Parts {
   Bytes state_schema;                  // avg::schema_hash(state_specs): what donors must match
 
   std::unique_ptr<avg::Averager> averager;
-  std::unique_ptr<ProgressTracker> tracker;
+  std::unique_ptr<collab::ProgressTracker> tracker;
   std::unique_ptr<avg::StateServer> state_server;
   std::string donor_endpoint;                     // where downloaders reach us; a relay:// address in client mode
   zmq::context_t* context = nullptr;
   const crypto::Identity* identity = nullptr;
   std::unique_ptr<relay::RelayKeeper> relay_keeper;  // client mode, when a relay took us
 
-  ThroughputEma ema;
+  collab::ThroughputEma ema;
   std::uint64_t micro_steps = 0, samples = 0, epoch_micro_steps = 0;
   double loss_sum = 0, last_loss = 0;
   std::vector<std::uint64_t> sample_ids;
@@ -144,12 +144,12 @@ Trainer::Trainer(zmq::context_t& context, dht::Node& node, const crypto::Identit
   serving.run_id = options_.run_id;
   serving.log = options_.log;
   p.state_server = std::make_unique<avg::StateServer>(p.averager->server(), serving);
-  TrackerOptions tracking;
+  collab::TrackerOptions tracking;
   tracking.run_id = options_.run_id;
   tracking.target_batch_size = options_.training.target_batch_size;
   tracking.record_ttl = options_.record_ttl;
   tracking.log = options_.log;
-  p.tracker = std::make_unique<ProgressTracker>(node, tracking);
+  p.tracker = std::make_unique<collab::ProgressTracker>(node, tracking);
   if (!options_.samples_log.empty()) p.samples_log.open(options_.samples_log, std::ios::app);
 }
 
@@ -236,8 +236,8 @@ Status Trainer::start() {
   return Status();
 }
 
-PeerProgress Trainer::local_progress() const {
-  PeerProgress progress;
+collab::PeerProgress Trainer::local_progress() const {
+  collab::PeerProgress progress;
   progress.epoch = epoch_;
   progress.samples_accumulated = parts_->samples;
   progress.samples_per_second = parts_->ema.samples_per_second();
@@ -288,7 +288,7 @@ void Trainer::step(TrainerReport& report) {
     // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then).
     auto average = [&] {
       return p.averager->step(p.gradient_schema, p.gradient_vector, static_cast<double>(contributed),
-                              p.tracker->others() + 1, gradient_round(epoch_));
+                              p.tracker->others() + 1, collab::gradient_round(epoch_));
     };
     auto outcome = average();
     // Peers we know of but did not meet may have looked just before or after us (their batch came a
@@ -367,11 +367,11 @@ void Trainer::step(TrainerReport& report) {
   }
 }
 
-void Trainer::match_ahead(const CollaborationState& state) {
+void Trainer::match_ahead(const collab::CollaborationState& state) {
   auto& p = *parts_;
   if (!options_.match_ahead || p.tracker->others() == 0) return;
   if (state.eta_seconds > std::chrono::duration<double>(options_.averaging.matchmaking_time).count()) return;
-  const std::string round = gradient_round(epoch_);
+  const std::string round = collab::gradient_round(epoch_);
   if (p.averager->prepared_round() == round) return;
   // A round still prepared for an earlier epoch (we caught up since) is withdrawn by prepare().
   p.averager->prepare(p.gradient_schema, p.tracker->others() + 1, round);
@@ -464,7 +464,7 @@ void Trainer::publish_donor_and_metrics(bool force) {
     auto advertised = avg::advertise_donor(node_, options_.run_id, info, options_.record_ttl, deadline);
     if (!advertised) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "donor advertisement: " << advertised.status().to_string();
   }
-  PeerMetrics metrics;
+  collab::PeerMetrics metrics;
   metrics.epoch = epoch_;
   if (p.has_loss) metrics.loss = p.last_loss;
   metrics.samples_per_second = p.ema.samples_per_second();
@@ -472,11 +472,11 @@ void Trainer::publish_donor_and_metrics(bool force) {
   metrics.role = options_.averaging.role == avg::AvgRole::kClient ? "client" : "trainer";
   metrics.target_batch_size = options_.training.target_batch_size;
   metrics.rounds = p.rounds_averaged;
-  auto stored = publish_metrics(node_, options_.run_id, metrics, options_.record_ttl, deadline);
+  auto stored = collab::publish_metrics(node_, options_.run_id, metrics, options_.record_ttl, deadline);
   if (!stored.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "metrics record: " << stored.to_string();
 }
 
-void Trainer::show_status(const CollaborationState& state, bool final) {
+void Trainer::show_status(const collab::CollaborationState& state, bool final) {
   if (!options_.status_line) return;
   auto& p = *parts_;
   std::fprintf(stderr, "\r\033[Kepoch %llu | %.0f/%llu samples | %zu peers | ETA %.1f s | loss %.4f | %.1f samples/s%s",
@@ -556,7 +556,7 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
   }
   auto withdrawn = p.tracker->withdraw(Deadline::after(std::chrono::seconds(3)));
   if (!withdrawn.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "withdrawing progress: " << withdrawn.to_string();
-  withdrawn = withdraw_metrics(node_, options_.run_id, options_.record_ttl, Deadline::after(std::chrono::seconds(2)));
+  withdrawn = collab::withdraw_metrics(node_, options_.run_id, options_.record_ttl, Deadline::after(std::chrono::seconds(2)));
   if (!withdrawn.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "withdrawing metrics: " << withdrawn.to_string();
   return report;
 }
@@ -564,7 +564,7 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
 Status Trainer::save_checkpoint_files() const {
   auto state = snapshot();
   std::string dir = options_.checkpoint_dir;
-  DEDLOC_RETURN_IF_ERROR(save_checkpoint(dir + "/checkpoint.safetensors", state, options_.checkpoint_extra));
+  DEDLOC_RETURN_IF_ERROR(collab::save_checkpoint(dir + "/checkpoint.safetensors", state, options_.checkpoint_extra));
   // The model alone, under its own names.
   std::vector<avg::TensorSpec> specs;
   std::vector<size_t> which;
@@ -583,7 +583,7 @@ Status Trainer::save_checkpoint_files() const {
     auto from = state.tensor(which[k]);
     std::copy(from.begin(), from.end(), model->tensor(k).begin());
   }
-  return save_checkpoint(dir + "/model.safetensors", *model, options_.checkpoint_extra);
+  return collab::save_checkpoint(dir + "/model.safetensors", *model, options_.checkpoint_extra);
 }
 
 }  // namespace dedloc::train

@@ -27,7 +27,7 @@
 #include "dedloc/avg/state_transfer.hpp"
 #include "dedloc/relay/relay_keeper.hpp"
 #include "dedloc/train/optimizer.hpp"
-#include "dedloc/train/progress_tracker.hpp"
+#include "dedloc/collab/progress_tracker.hpp"
 #include "dedloc/train/recipe.hpp"
 #include "dedloc/train/task.hpp"
 
@@ -110,14 +110,14 @@ class Trainer {
   struct Parts;
   void accumulate(const Batch& batch, double loss);
   void step(TrainerReport& report);
-  void match_ahead(const CollaborationState& state);
+  void match_ahead(const collab::CollaborationState& state);
   void average_parameters();
   Status catch_up(TrainerReport& report);
   void publish_donor_and_metrics(bool force);
   // Client mode: attaches to a relay (RelayKeeper) so that others can download our state through it.
   void attach_to_relay();
-  void show_status(const CollaborationState& state, bool final = false);
-  PeerProgress local_progress() const;
+  void show_status(const collab::CollaborationState& state, bool final = false);
+  collab::PeerProgress local_progress() const;
 
   dht::Node& node_;
   Task& task_;

@@ -5,7 +5,7 @@
 #include "dedloc/crypto/identity.hpp"
 #include "dedloc/dht/record.hpp"
 #include "dedloc/monitor/swarm_view.hpp"
-#include "dedloc/train/progress.hpp"
+#include "dedloc/collab/progress.hpp"
 #include "dedloc/wire/map_codec.hpp"
 
 using namespace dedloc;
@@ -19,9 +19,9 @@ struct Peer {
   std::string id() const { return identity.peer_id().to_string(); }
 };
 
-train::PeerProgress progress(const Peer& peer, std::uint64_t epoch, std::uint64_t samples, double sps, double t,
+collab::PeerProgress progress(const Peer& peer, std::uint64_t epoch, std::uint64_t samples, double sps, double t,
                              bool client = false) {
-  train::PeerProgress p;
+  collab::PeerProgress p;
   p.epoch = epoch;
   p.samples_accumulated = samples;
   p.samples_per_second = sps;
@@ -31,9 +31,9 @@ train::PeerProgress progress(const Peer& peer, std::uint64_t epoch, std::uint64_
   return p;
 }
 
-train::PeerMetrics metrics(const Peer& peer, std::string role, std::uint64_t epoch, std::optional<double> loss,
+collab::PeerMetrics metrics(const Peer& peer, std::string role, std::uint64_t epoch, std::optional<double> loss,
                            double t, std::uint64_t batch = 0, std::uint64_t rounds = 0) {
-  train::PeerMetrics m;
+  collab::PeerMetrics m;
   m.role = std::move(role);
   m.epoch = epoch;
   m.loss = loss;
@@ -49,9 +49,9 @@ train::PeerMetrics metrics(const Peer& peer, std::string role, std::uint64_t epo
 TEST_CASE("The view joins each peer's progress and metrics records into one row, by role", "[unit][monitor]") {
   Peer fast, slow, client, aux;
   const double now = 1000;
-  std::vector<train::PeerProgress> p = {progress(fast, 7, 100, 300, now - 1), progress(slow, 7, 20, 100, now - 2),
+  std::vector<collab::PeerProgress> p = {progress(fast, 7, 100, 300, now - 1), progress(slow, 7, 20, 100, now - 2),
                                         progress(client, 6, 0, 100, now - 1, true)};
-  std::vector<train::PeerMetrics> m = {metrics(fast, "trainer", 7, 2.0, now - 5, 1000, 6),
+  std::vector<collab::PeerMetrics> m = {metrics(fast, "trainer", 7, 2.0, now - 5, 1000, 6),
                                        metrics(slow, "trainer", 7, 3.0, now - 4, 1000, 6),
                                        metrics(client, "client", 6, std::nullopt, now - 3),
                                        metrics(aux, "aux", 7, std::nullopt, now - 10, 0, 4)};
@@ -109,7 +109,7 @@ TEST_CASE("A subkey that names no owner is shown as bounded hex, never as raw by
 
 TEST_CASE("Metrics records round-trip, the schema refuses wrong types and the decoder unknown roles",
           "[unit][monitor]") {
-  train::PeerMetrics m;
+  collab::PeerMetrics m;
   m.epoch = 4;
   m.loss = 1.25;
   m.samples_per_second = 12;
@@ -118,21 +118,21 @@ TEST_CASE("Metrics records round-trip, the schema refuses wrong types and the de
   m.target_batch_size = 256;
   m.rounds = 2;
   m.time = 99;
-  auto decoded = train::decode_metrics(train::encode_metrics(m));
+  auto decoded = collab::decode_metrics(collab::encode_metrics(m));
   REQUIRE(decoded.is_ok());
   CHECK(*decoded == m);
 
   m.loss = std::nan("");  // a diverged peer: published without a loss, still listed
-  decoded = train::decode_metrics(train::encode_metrics(m));
+  decoded = collab::decode_metrics(collab::encode_metrics(m));
   REQUIRE(decoded.is_ok());
   CHECK_FALSE(decoded->loss);
 
   dht::RecordValidator validator;
-  train::add_metrics_schema(validator);
+  collab::add_metrics_schema(validator);
   auto check = [&](const Bytes& value) {
-    return validator.validate(train::metrics_key("run1"), wire::RecordEntry{Bytes{'s'}, value, 1.7e9 + 30, {}}, 1.7e9);
+    return validator.validate(collab::metrics_key("run1"), wire::RecordEntry{Bytes{'s'}, value, 1.7e9 + 30, {}}, 1.7e9);
   };
-  CHECK(check(train::encode_metrics(m)).is_ok());
+  CHECK(check(collab::encode_metrics(m)).is_ok());
   wire::MapWriter old_peer;  // a record from before role/B/rounds: still valid
   old_peer.put("epoch", std::uint64_t{1}).put("loss", 0.5).put("sps", 3.0).put("steps", std::uint64_t{2}).put("t", 9.0);
   CHECK(check(old_peer.to_bytes()).is_ok());
@@ -141,5 +141,5 @@ TEST_CASE("Metrics records round-trip, the schema refuses wrong types and the de
   CHECK_FALSE(check(negative.to_bytes()).is_ok());
   wire::MapWriter bad_role;
   bad_role.put("epoch", std::uint64_t{1}).put("sps", 3.0).put("steps", std::uint64_t{2}).put("t", 9.0).put("role", "boss");
-  CHECK(train::decode_metrics(bad_role.to_bytes()).status().code() == Code::kMalformed);
+  CHECK(collab::decode_metrics(bad_role.to_bytes()).status().code() == Code::kMalformed);
 }

@@ -5,11 +5,11 @@
 #include <fstream>
 
 #include "dedloc/core/files.hpp"
-#include "dedloc/train/checkpoint.hpp"
+#include "dedloc/collab/checkpoint.hpp"
 #include "support/test_paths.hpp"
 
 using namespace dedloc;
-using namespace dedloc::train;
+using namespace dedloc::collab;
 
 namespace {
 

@@ -17,9 +17,9 @@
 
 #include "dedloc/core/log.hpp"
 #include "dedloc/dht/node.hpp"
-#include "dedloc/train/collaboration_state.hpp"
+#include "dedloc/collab/collaboration_state.hpp"
 
-namespace dedloc::train {
+namespace dedloc::collab {
 
 struct TrackerOptions {
   std::string run_id;
@@ -71,4 +71,4 @@ class ProgressTracker {
   std::thread thread_;
 };
 
-}  // namespace dedloc::train
+}  // namespace dedloc::collab

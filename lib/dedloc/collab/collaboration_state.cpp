@@ -1,8 +1,8 @@
-#include "dedloc/train/collaboration_state.hpp"
+#include "dedloc/collab/collaboration_state.hpp"
 
 #include <algorithm>
 
-namespace dedloc::train {
+namespace dedloc::collab {
 
 CollaborationState estimate_collaboration(const std::vector<PeerProgress>& peers, std::uint64_t target_batch_size,
                                           double now, const EstimateOptions& options) {
@@ -64,4 +64,4 @@ void ThroughputEma::resume(double now) {
   last_ = now;
 }
 
-}  // namespace dedloc::train
+}  // namespace dedloc::collab

@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "dedloc/train/progress.hpp"
+#include "dedloc/collab/progress.hpp"
 
-namespace dedloc::train {
+namespace dedloc::collab {
 
 struct CollaborationState {
   std::uint64_t epoch = 0;              // global epoch E
@@ -63,4 +63,4 @@ class ThroughputEma {
   std::uint64_t updates_ = 0;
 };
 
-}  // namespace dedloc::train
+}  // namespace dedloc::collab

@@ -1,4 +1,4 @@
-#include "dedloc/train/checkpoint.hpp"
+#include "dedloc/collab/checkpoint.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include "dedloc/core/files.hpp"
 #include "dedloc/crypto/hash.hpp"
 
-namespace dedloc::train {
+namespace dedloc::collab {
 
 namespace {
 
@@ -170,4 +170,4 @@ Result<Checkpoint> load_checkpoint(const std::string& path) {
   return checkpoint;
 }
 
-}  // namespace dedloc::train
+}  // namespace dedloc::collab

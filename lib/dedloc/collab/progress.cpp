@@ -1,4 +1,4 @@
-#include "dedloc/train/progress.hpp"
+#include "dedloc/collab/progress.hpp"
 
 #include <cmath>
 
@@ -7,7 +7,7 @@
 #include "dedloc/wire/map_codec.hpp"
 #include "dedloc/wire/unpack.hpp"
 
-namespace dedloc::train {
+namespace dedloc::collab {
 
 std::string progress_key(const std::string& run_id) { return run_id + "_progress"; }
 std::string metrics_key(const std::string& run_id) { return run_id + "_metrics"; }
@@ -170,4 +170,4 @@ Result<std::vector<PeerMetrics>> read_metrics(dht::Node& node, const std::string
   return read_owned_records<PeerMetrics>(node, metrics_key(run_id), decode_metrics, deadline);
 }
 
-}  // namespace dedloc::train
+}  // namespace dedloc::collab

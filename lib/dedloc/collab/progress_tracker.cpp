@@ -1,9 +1,9 @@
-#include "dedloc/train/progress_tracker.hpp"
+#include "dedloc/collab/progress_tracker.hpp"
 
 #include "dedloc/dht/record.hpp"
 
 
-namespace dedloc::train {
+namespace dedloc::collab {
 
 namespace {
 constexpr std::string_view kLog = "progress";
@@ -129,4 +129,4 @@ Status ProgressTracker::withdraw(Deadline deadline) {
   return withdraw_progress(node_, options_.run_id, options_.record_ttl, deadline);
 }
 
-}  // namespace dedloc::train
+}  // namespace dedloc::collab

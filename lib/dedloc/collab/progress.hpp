@@ -34,7 +34,7 @@
 #include "dedloc/dht/node.hpp"
 #include "dedloc/dht/validator.hpp"
 
-namespace dedloc::train {
+namespace dedloc::collab {
 
 struct PeerProgress {
   std::uint64_t epoch = 0;
@@ -98,4 +98,4 @@ Result<std::vector<PeerMetrics>> read_metrics(dht::Node& node, const std::string
 // Every live, well-formed record of the run (withdrawn and malformed ones are skipped).
 Result<std::vector<PeerProgress>> read_progress(dht::Node& node, const std::string& run_id, Deadline deadline);
 
-}  // namespace dedloc::train
+}  // namespace dedloc::collab

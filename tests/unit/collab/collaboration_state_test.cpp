@@ -2,11 +2,11 @@
 #include <catch2/catch.hpp>
 
 #include "dedloc/dht/validator.hpp"
-#include "dedloc/train/collaboration_state.hpp"
+#include "dedloc/collab/collaboration_state.hpp"
 #include "dedloc/wire/map_codec.hpp"
 
 using namespace dedloc;
-using namespace dedloc::train;
+using namespace dedloc::collab;
 
 namespace {
 PeerProgress peer(std::uint64_t epoch, std::uint64_t samples, double rate, double time, bool client = false) {

@@ -18,7 +18,7 @@
 #include "dedloc/avg/training_state.hpp"
 #include "dedloc/core/status.hpp"
 
-namespace dedloc::train {
+namespace dedloc::collab {
 
 struct Checkpoint {
   avg::TrainingState state;
@@ -33,4 +33,4 @@ Status save_checkpoint(const std::string& path, const avg::TrainingState& state,
 // whole, intact dedloc checkpoint (bad header, offsets that overlap or leave holes, wrong dtype, checksum).
 Result<Checkpoint> load_checkpoint(const std::string& path);
 
-}  // namespace dedloc::train
+}  // namespace dedloc::collab
