@@ -1,4 +1,4 @@
-// bench/allreduce: what robust aggregation costs a reducer (issue 7): CenteredClip (avg/centered_clip.hpp)
+// bench/allreduce: what robust aggregation costs a reducer: CenteredClip (avg/centered_clip.hpp)
 // against the plain weighted mean, on one part's contributions from n senders.
 //
 // Both sides start from the same n decoded contributions of --part-elements floats (normal(0, 1) plus a

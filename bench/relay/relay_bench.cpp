@@ -1,4 +1,4 @@
-// bench/relay: a 64 MiB transfer and a ping, direct and through a relay, side by side in one run (issue 6).
+// bench/relay: a 64 MiB transfer and a ping, direct and through a relay, side by side in one run.
 //
 // A peer's Server on loopback is reached two ways by the same Client: directly (tcp://) and as a client-mode
 // peer behind a relay (relay://, via RelayServer + RelayLink, all in this process on 127.0.0.1, each role

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/train: the two numbers of issue 5, side by side in one run.
+# bench/train: the trainer's speed and what collaborating costs, side by side in one run.
 #
 # 1. Raw speed: an ALBERT masked-LM training step in dedloc (bench_albert_speed, C++) and in PyTorch
 #    (pytorch_mlm.py under Debian's python3-torch): the same shape, batch and threads, alternating the two

@@ -1,4 +1,4 @@
-// libFuzzer target: what a private run decodes from anyone (issue 7): access tokens
+// libFuzzer target: what a private run decodes from anyone: access tokens
 // (crypto/access_token.hpp, binary and text), authentication frames (wire/auth_frame.hpp) as an access
 // control checks them, the token an attach proof carries (wire/relay_frames.hpp), and revocation lists
 // (dht/revocations.hpp).

@@ -1,4 +1,4 @@
-// A private run on real loopback sockets (issue 7): a server and clients each with their own access control.
+// A private run on real loopback sockets: a server and clients each with their own access control.
 // A peer with a valid token is served; a peer without one, with a forged, expired or other authority's
 // token, or replaying a recorded request is refused with the reason; a sealed client refuses an unsealed
 // reply.

@@ -1,5 +1,5 @@
-// The butterfly all-reduce between in-process peers on real loopback sockets (DESIGN §6, issue 9's "must
-// show"): exact weighted means, every role, odd sizes, codecs, and members that never show up.
+// The butterfly all-reduce between in-process peers on real loopback sockets (docs/architecture.md):
+// exact weighted means, every role, odd sizes, codecs, and members that never show up.
 #include <catch2/catch.hpp>
 
 #include <atomic>

@@ -1,5 +1,5 @@
-// The DHT at scale in one process: 64 nodes on real loopback sockets, 30% of them crashing (DESIGN §4,
-// issue 3's "must show"). Its own binary because ctest runs it alone (RUN_SERIAL): 64 nodes and 8 getter
+// The DHT at scale in one process: 64 nodes on real loopback sockets, 30% of them crashing
+// (docs/architecture.md). Its own binary because ctest runs it alone (RUN_SERIAL): 64 nodes and 8 getter
 // threads fill this machine's two cores, and a training process beside it starves live nodes past the
 // 1 s RPC deadline, which the test would read as lost records.
 #include <catch2/catch.hpp>

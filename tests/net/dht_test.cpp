@@ -1,4 +1,4 @@
-// DHT nodes in one process on real loopback sockets (DESIGN §4, issue 3's "must show").
+// DHT nodes in one process on real loopback sockets (docs/architecture.md).
 #include <catch2/catch.hpp>
 
 #include <algorithm>

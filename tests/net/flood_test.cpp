@@ -1,4 +1,4 @@
-// A flood (issue 7): one peer sends DHT requests to a node as fast as its socket takes them, for a bounded
+// A flood: one peer sends DHT requests to a node as fast as its socket takes them, for a bounded
 // time, while another peer keeps asking the same node. The other peer's median latency stays within 2x of
 // what it was without the flood, the node's memory stays bounded, and the flooder meets the node's
 // per-connection rate limit (its requests are refused before any handler runs).

@@ -1,4 +1,4 @@
-// Matchmaking through a real DHT between in-process peers on loopback (DESIGN §6, issue 9's "must show").
+// Matchmaking through a real DHT between in-process peers on loopback (docs/architecture.md).
 #include <catch2/catch.hpp>
 
 #include <future>

@@ -1,4 +1,4 @@
-// Relay circuits on real loopback sockets (DESIGN §8): a peer attached to a relay answers requests
+// Relay circuits on real loopback sockets: a peer attached to a relay answers requests
 // addressed to relay://…/p/ID, probes with payloads come back whole, the relay refuses what it must
 // (unknown peers, forged attaches, a peer over its limits) without affecting others, and a link notices a
 // dead relay within its bound.

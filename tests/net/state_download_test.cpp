@@ -1,4 +1,4 @@
-// State download between in-process peers on real loopback sockets (DESIGN §5): donors serve their training
+// State download between in-process peers on real loopback sockets (docs/architecture.md): donors serve their training
 // state, joiners fetch it in stripes from several donors at once, listed in a DHT swarm. Exact round trips,
 // codec bounds, busy donors, donors that die or move on midway, dead swarms and mixed epochs.
 #include <catch2/catch.hpp>

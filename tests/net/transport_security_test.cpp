@@ -1,4 +1,4 @@
-// Encrypted transport (issue 7): ZeroMQ CURVE keyed by the peers' identities, on real sockets. A TCP
+// Encrypted transport: ZeroMQ CURVE keyed by the peers' identities, on real sockets. A TCP
 // recorder between client and server stands for someone on the path: it sees every byte, and must not
 // see the payload when the transport is encrypted (and does when it is not, which shows the check works).
 #include <catch2/catch.hpp>

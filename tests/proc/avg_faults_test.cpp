@@ -1,4 +1,4 @@
-// Members of an averaging group as separate processes, one SIGKILLed mid-round (issue 9's "must show"):
+// Members of an averaging group as separate processes, one SIGKILLed mid-round (what it must show):
 // the survivors finish within their timeouts, and every part holds the weighted mean of exactly the
 // contributions that were delivered.
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-// Three `dedloc-dht serve` processes; store and get through the CLI; one node SIGKILLed (issue 3).
+// Three `dedloc-dht serve` processes; store and get through the CLI; one node SIGKILLed.
 #include <catch2/catch.hpp>
 
 #include <csignal>

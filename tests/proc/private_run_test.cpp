@@ -1,4 +1,4 @@
-// A private collaboration with the real tools (issue 7): an authority issues tokens with `dedloc-dht token
+// A private collaboration with the real tools: an authority issues tokens with `dedloc-dht token
 // issue`; two `dedloc-dht serve` nodes of the run join each other; a peer with a valid token stores and
 // reads records; a peer without a token, with another authority's token, or with an expired one is refused
 // with one line that says why.

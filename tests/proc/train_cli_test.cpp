@@ -1,5 +1,5 @@
 // dedloc-train's errors as a volunteer meets them: each one exits non-zero with one line that names what
-// is wrong (issue 5: unreachable initial peer, another model in the run, corrupt checkpoint, bad recipe).
+// is wrong (unreachable initial peer, another model in the run, corrupt checkpoint, bad recipe).
 #include <filesystem>
 #include <fstream>
 

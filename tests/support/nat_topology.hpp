@@ -1,5 +1,5 @@
 // The NAT test network of scripts/nat-topology, for proc tests: a public namespace and two homes behind
-// NAT routers (issue 6). Needs root and network namespaces.
+// NAT routers. Needs root and network namespaces.
 #pragma once
 
 #include <map>

@@ -1,4 +1,4 @@
-// A private collaboration for proc tests (issue 7): an authority key and tokens issued with the real
+// A private collaboration for proc tests: an authority key and tokens issued with the real
 // `dedloc-dht identity` and `dedloc-dht token issue`, in a temporary folder.
 #pragma once
 

@@ -1,4 +1,4 @@
-// `dedloc-avg aux`: a CPU-only auxiliary peer (DESIGN §6). It has no model and no gradients; it joins the
+// `dedloc-avg aux`: a CPU-only auxiliary peer. It has no model and no gradients; it joins the
 // run's averaging rounds with the aux role, reducing a share of every group's vector with its bandwidth, so
 // that GPU peers on thin links spend less time averaging. It learns the run's vector layout from the DHT
 // (published by the trainers) and loops round after round until SIGINT/SIGTERM.

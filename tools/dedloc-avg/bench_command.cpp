@@ -1,4 +1,4 @@
-// `dedloc-avg bench`: times butterfly all-reduce rounds (DESIGN §6) among N local peer processes, the way
+// `dedloc-avg bench`: times butterfly all-reduce rounds among N local peer processes, the way
 // nccl-tests time an all-reduce, so that shell scripts can compare it with other implementations
 // (bench/allreduce/run.sh runs it beside torch.distributed's gloo).
 //
@@ -76,7 +76,7 @@ struct BenchOptions {
   size_t rounds = 5;                   // timed rounds, after one warm-up round
   size_t window = avg::AllReduceOptions{}.window;  // parts in flight per reducer
   size_t max_in_flight = avg::AllReduceOptions{}.max_in_flight;  // parts in flight in all (0: no cap)
-  size_t part_kib = 512;               // KiB per part on the wire, after compression (DESIGN §6)
+  size_t part_kib = 512;               // KiB per part on the wire, after compression
   std::vector<std::string> bandwidths; // per peer ("1Gbit", "100Mbit"): planner shares
   bool uniform = false;                // equal shares even when --bandwidths is given
   bool emulate_links = false;          // limit each peer's link to its --bandwidths rate (netns + tc)
@@ -368,7 +368,7 @@ int peer_main(const PeerSetup& setup, int from_parent, int to_parent) {
   if (!listen || listen->first != Msg::kListen) return fail(listen ? error(Code::kMalformed, "expected kListen") : listen.status());
   const std::string host(listen->second.begin(), listen->second.end());
 
-  // The vector is allocated and touched before any round (DESIGN §6: first touch costs more than the net).
+  // The vector is allocated and touched before any round (first touch costs more than the network here).
   std::vector<float> vector(static_cast<size_t>(setup.elements));
   const float own = static_cast<float>(setup.index + 1);
   fill(vector, own);

@@ -1,4 +1,4 @@
-// dedloc-avg: the roles without a model (DESIGN §6): the CPU-only auxiliary peer, the monitor, the
+// dedloc-avg: the roles without a model: the CPU-only auxiliary peer, the monitor, the
 // checkpoint export, and a benchmark of the network's averaging.
 #include <vector>
 

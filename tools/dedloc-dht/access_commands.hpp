@@ -1,4 +1,4 @@
-// dedloc-dht's commands for private runs (issue 7, crypto/access_token.hpp):
+// dedloc-dht's commands for private runs (crypto/access_token.hpp):
 //   identity                         print this peer's PeerID and public key (what an authority signs)
 //   token issue --authority-key FILE --peer-key PUBKEY --name NAME --expires 21d [--out FILE]
 //   token show FILE [--authority PUBKEY]

@@ -1,4 +1,4 @@
-// dedloc-relay: a public peer through which peers behind NAT take part (DESIGN §8, lib/dedloc/relay).
+// dedloc-relay: a public peer through which peers behind NAT take part (lib/dedloc/relay).
 //
 //   dedloc-relay serve [--listen tcp://0.0.0.0:PORT] [--announce tcp://HOST:PORT] [--initial-peers ADDR...]
 //                      [--max-peers N] [--max-circuits N] [--max-rate MIB_PER_S] [--max-total GIB] [--idle S]

@@ -1,4 +1,4 @@
-// dedloc-train: a volunteer's peer in a collaborative training run (DESIGN §5). Parses flags; the work is in
+// dedloc-train: a volunteer's peer in a collaborative training run (docs/architecture.md). Parses flags; the work is in
 // training_session.cpp.
 #include "training_session.hpp"
 

@@ -30,7 +30,7 @@ ByteSpan bytes_of(const zmq::message_t& message) {
 
 }  // namespace
 
-// The memory of the parts we send, touched once and reused between parts and rounds (DESIGN §6: a fresh
+// The memory of the parts we send, touched once and reused between parts and rounds (a fresh
 // page costs more than the network takes to move it). A frame lends ZeroMQ one buffer (zero-copy); ZeroMQ
 // gives it back, from its I/O thread, once the bytes are written to the socket or the message is dropped.
 // A lent buffer keeps the pool alive, so frames may outlive the AllReduce. The pool grows to the most

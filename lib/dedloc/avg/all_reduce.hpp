@@ -1,4 +1,4 @@
-// The butterfly all-reduce (DESIGN §6): every member averages the parts of the vector its plan share
+// The butterfly all-reduce: every member averages the parts of the vector its plan share
 // assigned to it (ReducerRound), while it streams its own parts to the other reducers and adds back the
 // deltas they return. Senders keep `window` parts in flight per reducer, so sending, reducing and
 // returning overlap.
@@ -58,13 +58,13 @@ class ReducerRound;
 class FramePool;  // all_reduce.cpp
 
 // One peer's averaging endpoint: answers other members' parts for the round in progress, and runs rounds.
-// Buffers are kept between rounds (touching fresh memory costs more than the network here: DESIGN §6).
+// Buffers are kept between rounds (touching fresh memory costs more than the network here: docs/architecture.md).
 class AllReduce {
  public:
   // Registers the part handler on `server` (before server.start()); `client` sends our parts.
   // The first AllReduce in a process also tells malloc to keep freed memory instead of returning it to the
   // system (all_reduce.cpp says why): ZeroMQ mallocs every part it receives, and a fresh page costs more
-  // here than the network takes to fill it (DESIGN §6).
+  // here than the network takes to fill it.
   AllReduce(net::Server& server, net::Client& client, crypto::PeerId self, Logger* log = &Logger::global());
   ~AllReduce();
   AllReduce(const AllReduce&) = delete;

@@ -1,4 +1,4 @@
-// A peer's averaging role in a run (DESIGN §6): its averaging server, matchmaking through the DHT and the
+// A peer's averaging role in a run: its averaging server, matchmaking through the DHT and the
 // butterfly all-reduce, behind one call per step. The trainer averages its gradients with it; `dedloc-avg
 // aux` runs it with the aux role (reduces, sends nothing) to lend a CPU-only machine's bandwidth.
 //
@@ -80,7 +80,7 @@ class Averager {
   Result<StepOutcome> step(const VectorSchema& schema, std::span<float> vector, double weight,
                            size_t expected_peers = 0, const std::string& what = "grad");
 
-  // Matchmaking ahead of time (DESIGN §5): starts looking for a group for the `what` round in the
+  // Matchmaking ahead of time (docs/architecture.md): starts looking for a group for the `what` round in the
   // background and returns at once, so that the caller keeps computing while the group forms; step() for
   // the same `what` then averages in the group found (or, if none formed, looks again as usual). Members
   // that step before us send their parts, which our all-reduce holds until we step (AllReduce::expect).

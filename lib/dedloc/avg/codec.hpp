@@ -1,4 +1,4 @@
-// Compression codecs for the parts of the butterfly all-reduce (DESIGN §6).
+// Compression codecs for the parts of the butterfly all-reduce.
 //
 // A sender encodes each part of its flat vector with one codec and names the codec in the part's message;
 // the reducer decodes, averages, and returns its (average − own) delta encoded in the sender's codec. The

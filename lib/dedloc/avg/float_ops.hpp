@@ -1,4 +1,4 @@
-// The element-wise loops on the all-reduce's hot path (DESIGN §6): accumulating parts, computing and
+// The element-wise loops on the all-reduce's hot path: accumulating parts, computing and
 // applying deltas, checking contributions for NaN and Inf.
 //
 // Why not plain loops: the project builds with -O2, where GCC 12 vectorizes only loops that need no

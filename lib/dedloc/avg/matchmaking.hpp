@@ -1,4 +1,4 @@
-// Matchmaking through the DHT (DESIGN §6): peers ready to average find each other and form groups of up
+// Matchmaking through the DHT: peers ready to average find each other and form groups of up
 // to `target_group_size`, with no coordinator.
 //
 // Each peer looking for a group declares itself under "<group_key>_matchmaking" (subkey: its address,

@@ -1,4 +1,4 @@
-// One member's reducer side of one all-reduce round (DESIGN §6): it averages the parts of the vector the
+// One member's reducer side of one all-reduce round: it averages the parts of the vector the
 // plan assigned to it, as the senders' parts arrive, and answers each sender with its delta as soon as a
 // part is complete, so senders stream new parts while earlier ones come back (pipelined).
 //

@@ -1,4 +1,4 @@
-// State download (DESIGN §5): a peer that is new or behind fetches the latest training state from donors.
+// State download (docs/architecture.md): a peer that is new or behind fetches the latest training state from donors.
 //
 // Donors. A peer that holds a state runs a StateServer on its RPC server and lists itself in the DHT under
 // "{run_id}_donors" (advertise_donor, refreshed by its owner before the TTL runs out), one subkey per donor:

@@ -1,4 +1,4 @@
-// A peer's training state as donors serve it and joiners download it (DESIGN §5): named float32 tensors
+// A peer's training state as donors serve it and joiners download it (docs/architecture.md): named float32 tensors
 // (parameters, optimizer statistics, ...) in one flat buffer, plus metadata (the epoch and free-form
 // entries such as the learning-rate scheduler's position). Plain buffers: no torch here; the trainer copies
 // its tensors in and out with a thin adapter.

@@ -1,4 +1,4 @@
-// The collaboration-state estimate (DESIGN §5): from every peer's progress record, where the swarm is now
+// The collaboration-state estimate (docs/architecture.md): from every peer's progress record, where the swarm is now
 // and when it will have gathered the global batch. Pure functions: the tracker calls them with what it
 // read from the DHT, tests with hand-made records.
 //

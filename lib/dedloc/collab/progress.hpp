@@ -1,4 +1,4 @@
-// Progress records (DESIGN §5): how far each peer of a run is, published in the DHT so that every peer can
+// Progress records (docs/architecture.md): how far each peer of a run is, published in the DHT so that every peer can
 // estimate when the swarm has gathered the global batch, without a master.
 //
 // Under "{run_id}_progress" each peer owns one subkey, "[owner:<its public key>]", so the DHT accepts an

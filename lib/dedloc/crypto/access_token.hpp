@@ -1,4 +1,4 @@
-// Access tokens for a private collaboration (DESIGN §8, issue 7): the run's authority (an ed25519 keypair
+// Access tokens for a private collaboration (docs/security.md): the run's authority (an ed25519 keypair
 // kept by whoever runs the collaboration) signs, for one peer's public key, a name and an expiry. A peer
 // started with --authority PUBKEY --token FILE presents its token with every message, and accepts only
 // messages carrying a valid token from that authority (net/access_control.hpp).

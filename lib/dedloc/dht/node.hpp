@@ -1,4 +1,4 @@
-// A DHT node, DESIGN §4: the sans-IO pieces (routing table, lookup, storage, validator) wired to real
+// A DHT node, docs/architecture.md: the sans-IO pieces (routing table, lookup, storage, validator) wired to real
 // sockets.
 //
 // Threads: the RPC server's loop answers other nodes (handlers only touch the table and storage under a

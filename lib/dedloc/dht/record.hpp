@@ -1,4 +1,4 @@
-// DHT keys and owned records, DESIGN §4.
+// DHT keys and owned records.
 //
 // A key is named by a string ("run1_progress"); its 160-bit id is BLAKE2b-160 of the name, so ids are
 // spread evenly over the key space whatever the names look like. A key name or subkey that contains an

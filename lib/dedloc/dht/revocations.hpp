@@ -1,4 +1,4 @@
-// A private run's revocation list (issue 7): the public keys whose tokens the run's authority withdrew
+// A private run's revocation list: the public keys whose tokens the run's authority withdrew
 // before they expire, published in the DHT so that every peer stops accepting them.
 //
 // The list is the plain value under "dedloc_revocations" + owner_marker(authority): an owned key, so only

@@ -1,4 +1,4 @@
-// The Kademlia routing table (sans-IO: no sockets, time passed in), DESIGN §4.
+// The Kademlia routing table (sans-IO: no sockets, time passed in).
 //
 // Ids are 160-bit PeerIDs compared by XOR distance. The table is a list of k-buckets, each covering the
 // ids that share a bit prefix. A full bucket splits only if it covers our own id (the usual rule, which

@@ -1,4 +1,4 @@
-// A DHT node's local storage (sans-IO: the current time is passed in), DESIGN §4.
+// A DHT node's local storage (sans-IO: the current time is passed in).
 //
 // Every value carries an absolute expiration time (unix seconds). A store is accepted only if it expires
 // later than what is held, so replicas converge on the newest write whatever order stores arrive in. A key

@@ -1,4 +1,4 @@
-// Which records a DHT node accepts, DESIGN §4: every store and every value read goes through here.
+// Which records a DHT node accepts, docs/architecture.md: every store and every value read goes through here.
 //
 // Rules, in order: the expiration is finite and not too far ahead (nobody pins a key for years); an owned
 // entry carries its owner's signature (record.hpp); and a record family with a registered schema (the

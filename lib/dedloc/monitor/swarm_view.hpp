@@ -1,4 +1,4 @@
-// What a monitor shows of a run (DESIGN §2 monitor/): one picture of the swarm built from the progress and
+// What a monitor shows of a run (docs/operators.md): one picture of the swarm built from the progress and
 // metrics records every peer keeps in the DHT. Pure functions: the monitor calls them with what it read,
 // tests with hand-made records.
 //

@@ -1,4 +1,4 @@
-// Access control for a private collaboration (DESIGN §8, issue 7): who may talk to this peer.
+// Access control for a private collaboration (docs/security.md): who may talk to this peer.
 //
 // A peer started with --authority PUBKEY --token FILE seals every message it sends (requests and replies)
 // with an authentication frame (wire/auth_frame.hpp): its access token, the time and a random nonce,

@@ -3,7 +3,7 @@
 //                                KEY is its ed25519 public key in hex, which also names it (PeerID = hash(KEY))
 //   "tcp://HOST:PORT/p/PEERID"   a peer that talks plaintext (started with --plaintext)
 //   "relay://HOST:PORT[/k/RELAYKEY]/p/PEERID"
-//                                the peer PEERID behind NAT, reached through the relay at HOST:PORT (DESIGN §8)
+//                                the peer PEERID behind NAT, reached through the relay at HOST:PORT
 //
 // The endpoint part, with its key, is what a Client dials: the key travels with the endpoint through DHT
 // contacts, records and member lists, so whoever learns where a peer is also learns how to reach it

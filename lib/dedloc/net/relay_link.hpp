@@ -1,4 +1,4 @@
-// The client-mode side of a relay circuit (DESIGN §8, wire/relay_frames.hpp): a peer behind NAT dials a
+// The client-mode side of a relay circuit (wire/relay_frames.hpp): a peer behind NAT dials a
 // relay, proves its PeerID, and from then on answers, through that one outbound connection, the requests
 // others address to "relay://RELAY/k/RELAYKEY/p/OURID". Each forwarded request is handed to our own Server (on a
 // local endpoint nobody outside can dial) over a connection per requester, so the Server sees ordinary

@@ -7,7 +7,7 @@
 // when the request id is readable, otherwise dropped; either way the server keeps serving everyone else.
 // Built in: Ping -> Pong, Probe -> ProbeReply.
 //
-// Flood control (issue 7): ZeroMQ already takes requests from the connections in turn (fair queuing), so a
+// Flood control: ZeroMQ already takes requests from the connections in turn (fair queuing), so a
 // peer flooding one connection delays another peer's request by at most the requests ahead of it in that
 // turn. On top, each connection has token buckets for requests and bytes (PeerRateLimits): a request
 // over them is answered at once with kRefused, and its handler never runs, so a flood costs this peer

@@ -1,4 +1,4 @@
-// Encrypted transport (issue 7, DESIGN §8): ZeroMQ's CURVE mechanism, keyed by the peer's identity.
+// Encrypted transport (docs/security.md): ZeroMQ's CURVE mechanism, keyed by the peer's identity.
 //
 // A server given transport keys accepts only CURVE connections, and says so in its endpoint:
 // "tcp://HOST:PORT/k/KEY", KEY its ed25519 public key (net/peer_address.hpp). A client dials such an

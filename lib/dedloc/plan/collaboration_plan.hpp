@@ -1,4 +1,4 @@
-// The collaboration plan: DeDLOC's program (DESIGN §7) — who computes gradients, who aggregates which
+// The collaboration plan: DeDLOC's program — who computes gradients, who aggregates which
 // share, and the step rate that follows — next to the classic strategies under the same cost model.
 //
 // The program, in the cost model of cost_model.hpp (r steps/s, c_i ∈ {0,1} computes, x_i = w_i·r·G bytes/s

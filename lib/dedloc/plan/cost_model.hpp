@@ -1,4 +1,4 @@
-// The cost model every plan and every classic strategy is judged by (DESIGN §7, DeDLOC §3.2).
+// The cost model every plan and every classic strategy is judged by (docs/planner.md; DeDLOC §3.2).
 //
 // One optimizer step: the computing peers (c_i = 1) together compute B samples at Σ c_i·s_i samples/s,
 // then average a gradient of G = P × (bytes per value) bytes. Reducer i owns the share w_i of the vector

@@ -1,4 +1,4 @@
-// The group program: how one averaging group splits its vector among reducers (DESIGN §6, §7).
+// The group program: how one averaging group splits its vector among reducers (docs/planner.md).
 //
 // A group of n members averages a vector of L values. Member i reduces a fraction w_i of it: every
 // sender streams w_i·L values to i and gets w_i·L averaged values back. Per value of the vector, and with
@@ -27,7 +27,7 @@
 //
 // Determinism: every sum runs over the members in a canonical order (sorted by role and bandwidth), so the
 // same members in any input order give bit-identical shares; the integer rounding breaks ties by
-// bandwidth, then id. The group leader computes this once and broadcasts it (DESIGN §6).
+// bandwidth, then id. The group leader computes this once and broadcasts it.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Where peers find relays without configuration (DESIGN §8): every relay lists itself in the DHT under
+// Where peers find relays without configuration: every relay lists itself in the DHT under
 // "dedloc_relays", one owner-signed subkey per relay ("[owner:<its public key>]", so nobody can list a
 // relay in another's name or remove one), the value a msgpack map {"addr": "tcp://HOST:PORT/k/RELAYKEY",
 // "peers": uint attached now, "max": uint its limit}. A relay refreshes its entry every ttl/3.

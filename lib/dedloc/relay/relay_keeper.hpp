@@ -1,4 +1,4 @@
-// Keeps a client-mode peer reachable (DESIGN §8): attached to one relay at a time, chosen from the relays
+// Keeps a client-mode peer reachable: attached to one relay at a time, chosen from the relays
 // given (--relay) or else those listed in the DHT (relay_directory.hpp), and attached to another when its
 // relay dies (net::RelayLink notices within its dead_after) or refuses it. Its own thread checks the link
 // every `check_interval`; the address peers should use changes when it moves, and `on_moved` says so (the

@@ -1,4 +1,4 @@
-// The relay (DESIGN §8, `dedloc-relay serve`): a public peer that keeps a circuit for each peer behind NAT
+// The relay (`dedloc-relay serve`): a public peer that keeps a circuit for each peer behind NAT
 // and forwards the requests addressed to it as "relay://HOST:PORT/k/RELAYKEY/p/PEERID" (wire/relay_frames.hpp).
 //
 // One ROUTER socket and one loop thread. Peers attach with a signed proof of their PeerID; a second attach

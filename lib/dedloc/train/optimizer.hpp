@@ -1,4 +1,4 @@
-// Optimizers for collaborative large-batch training: SGD, LAMB and LARS/LARC (DESIGN §5, §9).
+// Optimizers for collaborative large-batch training: SGD, LAMB and LARS/LARC (docs/recipes.md).
 //
 // The swarm averages the gradients of a global batch of thousands of samples, then every peer applies the
 // same step to its own copy of the parameters. Batches that large need a layer-wise trust ratio to train

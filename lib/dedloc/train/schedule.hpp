@@ -1,4 +1,4 @@
-// Learning-rate schedules: the learning rate as a pure function of the global step (DESIGN §5, §9).
+// Learning-rate schedules: the learning rate as a pure function of the global step (docs/recipes.md).
 //
 // A collaboration steps once per global batch, and every peer knows the global epoch (the number of steps
 // the swarm has taken), so the learning rate is a function of that number alone: a peer that joins late or

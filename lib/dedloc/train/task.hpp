@@ -1,4 +1,4 @@
-// What dedloc-train trains: a model, its data and its loss, behind one interface (DESIGN §5, §9).
+// What dedloc-train trains: a model, its data and its loss, behind one interface (docs/recipes.md).
 //
 // The collaborative loop (trainer.cpp) knows nothing about ALBERT or SwAV: it asks a Task for micro-batches,
 // for the mean loss of one, and for the parameters to average and step. Each task reads its own recipe

@@ -1,4 +1,4 @@
-// The collaborative optimizer loop (DESIGN §5): what one dedloc-train peer does between start and exit.
+// The collaborative optimizer loop (docs/architecture.md): what one dedloc-train peer does between start and exit.
 //
 // Each iteration computes one micro-batch: forward, backward, per-micro-step gradient clipping, and adds
 // the gradients to an accumulator. The progress tracker publishes how many samples this peer holds and

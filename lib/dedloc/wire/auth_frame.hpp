@@ -1,4 +1,4 @@
-// The authentication frame of a private run (issue 7, net/access_control.hpp): the sender's access token
+// The authentication frame of a private run (net/access_control.hpp): the sender's access token
 // and its signature over the message's header frame, with a time and a nonce against replays.
 //
 // A message that carries one says so in its header ("auth": 1, wire/envelope.hpp); the frame then follows

@@ -1,4 +1,4 @@
-// Averaging's messages (types 200-299), DESIGN §6. Same rules as messages.hpp: pinned keys, decoders that
+// Averaging's messages (types 200-299). Same rules as messages.hpp: pinned keys, decoders that
 // bound every collection and never trust a length.
 //
 // Matchmaking: a peer asks a leader to take it with AvgJoin. The leader holds the request until its group
@@ -124,7 +124,7 @@ struct AvgPartDelta {
   static Result<AvgPartDelta> decode(MapReader in);
 };
 
-// ---- State download (DESIGN §5) ----
+// ---- State download (docs/architecture.md) ----
 
 inline constexpr size_t kMaxStateKeyBytes = 256;
 inline constexpr size_t kMaxStateTensors = 16384;          // the description must also fit the 1 MiB header

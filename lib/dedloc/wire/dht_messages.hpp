@@ -1,4 +1,4 @@
-// The DHT's messages (types 100-199), DESIGN §4. Same rules as messages.hpp: pinned keys, decoders that
+// The DHT's messages (types 100-199). Same rules as messages.hpp: pinned keys, decoders that
 // bound every collection and never trust a length.
 //
 // Every request from a node that can be dialled carries its endpoint ("ep"); the receiver then adds the

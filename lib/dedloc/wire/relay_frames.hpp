@@ -1,4 +1,4 @@
-// Relay circuits (DESIGN §8; docs/wire-protocol.md, "Relays"): how a peer behind NAT stays reachable.
+// Relay circuits (docs/wire-protocol.md, "Relays"): how a peer behind NAT stays reachable.
 //
 // A peer in client mode cannot be dialled, so it dials a relay (a DEALER to the relay's ROUTER) and keeps
 // that connection open: its circuit. Anyone can then reach it at "relay://HOST:PORT/k/RELAYKEY/p/PEERID": a requester

@@ -1,4 +1,4 @@
-// The collaboration-state estimate and the throughput EMA (DESIGN §5): pure functions on hand-made records.
+// The collaboration-state estimate and the throughput EMA (docs/architecture.md): pure functions on hand-made records.
 #include <catch2/catch.hpp>
 
 #include "dedloc/dht/validator.hpp"

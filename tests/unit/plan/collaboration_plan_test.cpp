@@ -43,7 +43,7 @@ double rate_of(const CollaborationPlan& plan, Strategy strategy) {
   return 0.0;
 }
 
-// Checks every constraint of the program (DESIGN §7) on the plan's c, w and r, recomputing the traffic
+// Checks every constraint of the program on the plan's c, w and r, recomputing the traffic
 // from the definitions rather than through the library's own helpers.
 void check_constraints(const Collaboration& c, const CollaborationPlan& plan) {
   const double tol = 1e-6;

@@ -1,4 +1,4 @@
-// Plain English text for the language-model recipe (DESIGN §9), read from files a recipe names.
+// Plain English text for the language-model recipe (docs/recipes.md), read from files a recipe names.
 //
 // The default corpus is Debian's `fortunes` package: real, varied English (quotes, jokes, poems) that any
 // peer can install, so every peer of a run reads the very same documents without downloading anything.

@@ -1,4 +1,4 @@
-// The ALBERT pretraining task (DESIGN §9): masked-LM plus sentence-order prediction on plain English text.
+// The ALBERT pretraining task (docs/recipes.md): masked-LM plus sentence-order prediction on plain English text.
 //
 // Building one gets the corpus as token ids (token_corpus.hpp: from the cache in TaskContext::work_dir, or
 // from dedloc-tokenize, which trains the SentencePiece tokenizer) and cuts each document into samples: runs
