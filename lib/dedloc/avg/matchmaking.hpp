@@ -18,15 +18,22 @@
 // it refuses newcomers ("I follow X"); when the earlier leader's BEGIN comes, it passes it on to its own
 // followers, who never had to move. If the earlier leader refuses, nothing changed. Merges only flow
 // toward earlier peers, so they cannot cycle.
+//
+// The rules (who is taken, who is refused and why, when a group forms, how merges go) live in
+// GroupFormation (group_formation.hpp), which has no sockets and no clock of its own; the Matchmaker is its
+// shell: the DHT declarations and lookups, the AvgJoin RPCs and their held replies, the waiting.
 #pragma once
 
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "dedloc/avg/group.hpp"
+#include "dedloc/avg/group_formation.hpp"
+#include "dedloc/core/clock.hpp"
 #include "dedloc/core/log.hpp"
 #include "dedloc/dht/node.hpp"
 #include "dedloc/net/client.hpp"
@@ -57,9 +64,11 @@ std::string averaging_endpoint(AvgRole role, const std::string& announce, const 
 
 class Matchmaker {
  public:
-  // Registers the AvgJoin handler on `server` (before server.start()).
+  // Registers the AvgJoin handler on `server` (before server.start()). `clock` times the searches: its
+  // steady time bounds the waits and RPCs, its unix time stamps our declaration's expiration.
   Matchmaker(dht::Node& dht, net::Server& server, net::Client& client, crypto::PeerId self,
-             MatchmakingOptions options, Logger* log = &Logger::global());
+             MatchmakingOptions options, Logger* log = &Logger::global(),
+             const Clock& clock = SystemClock::instance());
   ~Matchmaker();  // refuses joiners still held
   Matchmaker(const Matchmaker&) = delete;
   Matchmaker& operator=(const Matchmaker&) = delete;
@@ -88,15 +97,8 @@ class Matchmaker {
   void stop();
 
  private:
-  struct Follower {
-    Member member;
-    double bandwidth = 0;
-    net::Replier replier;
-    std::vector<wire::JoinCompanion> companions;  // a merging leader's followers: in our group, answered by it
-  };
-  enum class State { kIdle, kLeading, kJoining, kDone };
-
   void on_join(wire::AvgJoin&& join, net::Incoming&& request, net::Replier replier);
+  Result<Group> search(size_t expected_peers);
   // Earlier peers with our schema, in leader order, read from the DHT.
   std::vector<net::PeerAddress> earlier_peers(double my_expiration, std::string& seen);
   struct JoinOutcome {
@@ -109,17 +111,10 @@ class Matchmaker {
   // `companions` are our followers when we merge our group into the leader's: the BEGIN must list them.
   JoinOutcome try_join(const net::PeerAddress& leader, double my_expiration, Deadline deadline,
                        const std::vector<wire::JoinCompanion>& companions);
-  // Members in our group now, us included (followers bring their companions).
-  size_t group_size_locked() const;
-  // Members of our group that send (not aux), us included.
-  size_t senders_locked() const;
-  // Whether we lead without waiting longer: target_group_size members, or every expected sender in.
-  bool full_locked() const;
-  // What our followers are, for a merge request.
-  std::vector<wire::JoinCompanion> companions_locked() const;
-  // Builds BEGIN for us and our followers, answers them, and returns our group. Under mutex_.
+  // Forms the group we lead and answers our followers with its BEGIN. Under mutex_.
   Result<Group> assemble_locked();
-  void refuse_followers_locked(wire::JoinRefusal reason, const std::string& detail, const std::string& leader = "");
+  // Answers each of `dismissal`'s followers with its refusal. Under mutex_.
+  void dismiss_locked(const Dismissal& dismissal);
   std::string address() const;
 
   dht::Node& dht_;
@@ -129,15 +124,13 @@ class Matchmaker {
   std::string endpoint_;  // set when looking starts (the server is bound by then)
   MatchmakingOptions options_;
   Logger* log_;
+  const Clock& clock_;
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable changed_;
-  State state_ = State::kIdle;
   bool stopping_ = false;
-  bool held_ = false;  // hold(): the expected peers alone do not complete our group until release()
-  std::string following_;  // the leader we are asking, while kJoining
-  size_t expected_peers_ = 0;  // find_group's hint for this round
-  std::vector<Follower> followers_;
+  GroupFormation formation_;
+  std::map<crypto::PeerId, net::Replier> repliers_;  // each follower's held request, answered when it is decided
 };
 
 // The DHT key under which peers looking for a group declare themselves.

@@ -1,0 +1,154 @@
+// How one peer's averaging group forms, sans-IO: the leader/follower state machine behind the Matchmaker
+// (lib/dedloc/avg/matchmaking.hpp describes the protocol). It takes what happens (a search starts, a join
+// request comes, an earlier leader takes or refuses us, time passes) and says what to do: refuse the
+// request and why, hold it, ask a leader and bring these companions, assemble the group now, give up. The
+// Matchmaker does the DHT and the RPCs; here there are no sockets, no threads and no clock of its own, so
+// tests drive every rule with a ManualClock's `now`.
+//
+// Followers are named by their PeerId: the Matchmaker keeps each one's pending reply and answers the ids
+// this returns. Not thread-safe: the Matchmaker calls it under its own mutex.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dedloc/avg/group.hpp"
+#include "dedloc/core/clock.hpp"
+#include "dedloc/dht/node.hpp"
+#include "dedloc/net/peer_address.hpp"
+
+namespace dedloc::avg {
+
+// One search for a group (Matchmaker::find_group): what is averaged, who we are, how large a group may be.
+struct Search {
+  std::string group_key;            // peers with different keys never meet
+  Bytes schema_hash;                // wire::kSchemaHashBytes: the tensors' names, shapes and order
+  std::uint64_t vector_length = 0;
+  std::uint64_t part_elements = 0;  // the part grid our BEGIN announces when we lead
+  AvgRole role = AvgRole::kNode;
+  double bandwidth = 0;             // bytes/s each way (the shares depend on it)
+  std::string endpoint;             // where others dial our reducer; empty for a client, which never leads
+  size_t target_group_size = 0;
+  size_t min_group_size = 0;
+  // How many peers the caller knows to be in the run, us included (0: unknown): a leader whose group holds
+  // that many senders forms it at once instead of waiting for peers that do not exist.
+  size_t expected_peers = 0;
+  Duration matchmaking_time{};      // from start() to our deadline
+};
+
+// Whether `search` can be looked for at all: kInvalidArgument saying what is wrong otherwise.
+Status check_search(const Search& search);
+
+// What a search does now (GroupFormation::next).
+enum class NextStep {
+  kLook,      // keep looking: ask earlier leaders, take joiners, look again soon
+  kAssemble,  // we lead and our group is complete (full, or at the deadline large enough): form it
+  kGiveUp,    // the deadline passed without a group: refuse our followers (time_out()) and fail
+};
+
+// Followers to answer with one refusal (the search ended without a group for them).
+struct Dismissal {
+  std::vector<crypto::PeerId> followers;
+  wire::AvgJoinRefused answer;
+};
+
+// A group we lead, formed.
+struct Assembly {
+  Result<Group> group;                        // ours; an error when the members cannot average together
+  std::vector<crypto::PeerId> followers;      // to answer with group->begin(), or else with `refusal`
+  std::optional<wire::AvgJoinRefused> refusal;  // set when `group` is an error
+};
+
+class GroupFormation {
+ public:
+  explicit GroupFormation(crypto::PeerId self) : self_(self) {}
+
+  // A search begins at `now` (steady time; `unix_now` the same moment in unix seconds): we lead if we can
+  // (we have an endpoint), otherwise we only join. Followers of an earlier search are forgotten.
+  // Call check_search() first.
+  void start(const Search& search, TimePoint now, double unix_now);
+  // Our declaration's expiration in unix seconds: when we stop looking, and our place in leader order.
+  double expiration() const { return expiration_; }
+  TimePoint deadline() const { return deadline_; }
+  // How long to wait for an earlier leader's BEGIN. Alone, a little past our deadline: the leader assembles
+  // by its own deadline, which is no later than ours. With followers, less: they wait for our BEGIN only
+  // until their own deadlines, which may be close to ours.
+  TimePoint answer_deadline(bool with_companions) const;
+
+  NextStep next(TimePoint now) const;
+
+  // A join request from `who` (the envelope's sender). nullopt: accepted and held until the group forms
+  // (a retry replaces the same peer's earlier request, which is dropped unanswered). Otherwise the refusal
+  // to send at once.
+  std::optional<wire::AvgJoinRefused> on_join(const crypto::PeerId& who, const wire::AvgJoin& join);
+
+  // Asking an earlier leader to take us (a merge when we have followers). nullopt: our group became full
+  // meanwhile, so we lead instead. Otherwise the companions to bring (our followers and theirs); until
+  // on_taken() or on_refused(), newcomers are told to try `leader` instead.
+  std::optional<std::vector<wire::JoinCompanion>> ask(const std::string& leader);
+  // The leader took us: its BEGIN goes to the followers returned (they were merged with us). Search done.
+  std::vector<crypto::PeerId> on_taken();
+  // The leader refused us or did not answer: nothing changed.
+  void on_refused();
+
+  // Forms the group we lead, us and our followers with their companions, in an order shuffled with
+  // `shuffle_seed` (so that no peer is always first in the grid), each member's share planned once
+  // (plan::plan_group_shares), named by `group_id` (wire::kGroupIdBytes random bytes). Search done.
+  Assembly assemble(Bytes group_id, std::uint64_t shuffle_seed);
+  // The deadline passed without a group: refuse the followers (too late). Idle again.
+  Dismissal time_out();
+  // We are shutting down: refuse the followers (not looking). Idle again.
+  Dismissal shut_down();
+
+  // Searching ahead (Matchmaker::hold): the expected peers alone do not complete a group we lead until
+  // release(); joiners still do, up to target_group_size. Outlives a search.
+  void hold() { held_ = true; }
+  void release() { held_ = false; }
+
+  // What the search looks like now.
+  bool looking() const { return state_ == State::kLeading || state_ == State::kJoining; }
+  bool leading() const { return state_ == State::kLeading; }
+  const std::string& following() const { return following_; }  // the leader we are asking, or empty
+  // Members in our group now, us included (followers bring their companions).
+  size_t group_size() const;
+  // Members of our group that send (not aux), us included.
+  size_t senders() const;
+  // Whether our group is complete without waiting longer: target_group_size members, or (when not held)
+  // every expected sender in.
+  bool full() const;
+  bool holds(const crypto::PeerId& follower) const;
+
+ private:
+  enum class State { kIdle, kLeading, kJoining, kDone };
+  struct Follower {
+    Member member;
+    double bandwidth = 0;
+    std::vector<wire::JoinCompanion> companions;  // a merging leader's followers: in our group, answered by it
+  };
+  std::vector<crypto::PeerId> take_followers();
+  Dismissal dismiss(wire::JoinRefusal reason, std::string detail);
+
+  crypto::PeerId self_;
+  Search search_;
+  State state_ = State::kIdle;
+  bool held_ = false;
+  std::string following_;
+  TimePoint deadline_{};
+  double expiration_ = 0;
+  std::vector<Follower> followers_;
+};
+
+// The peers declared under our matchmaking key (subkey: address, value: schema hash, expiration) that come
+// before us in leader order: earlier expiration first, ties to the smaller id. Merges flow only toward them,
+// so they cannot cycle. Entries that are us, unparsable, or of another schema are skipped (and counted).
+struct EarlierPeers {
+  std::vector<net::PeerAddress> leaders;  // in leader order
+  size_t looking = 0;                     // other peers declared
+  size_t other_schema = 0;                // of them, with another tensor schema
+};
+EarlierPeers earlier_peers(const std::vector<dht::FoundEntry>& entries, const crypto::PeerId& self,
+                           const Bytes& schema_hash, double my_expiration);
+
+}  // namespace dedloc::avg
