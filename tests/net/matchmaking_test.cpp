@@ -1,6 +1,7 @@
 // Matchmaking through a real DHT between in-process peers on loopback (docs/architecture.md).
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <future>
 #include <map>
 #include <set>
@@ -57,16 +58,31 @@ std::vector<Result<Group>> find_all(std::vector<std::unique_ptr<Looker>>& looker
   return groups;
 }
 
-// Two pairs side by side: C then D start looking and D joins C; 0.7 s later A then B start (with shorter
-// times, so earlier deadlines: they come first in leader order). Returns A's, B's, C's and D's groups.
+// Waits (bounded) until `looker`'s search is in a state the test needs before the next peer starts, so
+// that events come in the test's order however long each takes on a loaded machine.
+void wait_until(const Looker& looker, const std::function<bool(const Matchmaker::Snapshot&)>& reached,
+                Duration limit = 10s) {
+  const Deadline deadline = Deadline::after(limit);
+  while (!reached(looker.matchmaker->snapshot())) {
+    REQUIRE_FALSE(deadline.passed());
+    std::this_thread::sleep_for(5ms);
+  }
+}
+bool declared(const Matchmaker::Snapshot& s) { return s.leading && s.declared; }
+auto leads(size_t members) {
+  return [members](const Matchmaker::Snapshot& s) { return s.leading && s.group_size == members; };
+}
+
+// Two pairs side by side: C then D start looking and D joins C; then A then B start (with shorter times, so
+// earlier deadlines: they come first in leader order). Returns A's, B's, C's and D's groups.
 std::vector<Result<Group>> find_as_two_pairs(Looker& a, Looker& b, Looker& c, Looker& d) {
   auto find = [](Looker& l) { return std::async(std::launch::async, [&l] { return l.matchmaker->find_group(); }); };
   auto fc = find(c);
-  std::this_thread::sleep_for(100ms);
+  wait_until(c, declared);
   auto fd = find(d);
-  std::this_thread::sleep_for(700ms);  // D has joined C by now
+  wait_until(c, leads(2));  // D has joined C
   auto fa = find(a);
-  std::this_thread::sleep_for(100ms);
+  wait_until(a, declared);
   auto fb = find(b);
   std::vector<Result<Group>> groups;
   for (auto* f : {&fa, &fb, &fc, &fd}) groups.push_back(f->get());
@@ -160,9 +176,9 @@ TEST_CASE("Matchmaking: an aux peer that joins first does not take an expected t
   // Two trainers know of each other (expected 2); the aux peer, which they cannot know of, is in first.
   auto started = std::chrono::steady_clock::now();
   auto a = std::async(std::launch::async, [&] { return first.matchmaker->find_group(schema, 100000, 2); });
-  std::this_thread::sleep_for(300ms);
+  wait_until(first, declared);
   auto x = std::async(std::launch::async, [&] { return aux.matchmaker->find_group(schema, 100000, 0); });
-  std::this_thread::sleep_for(600ms);
+  wait_until(first, leads(2));  // the aux peer is in, and the first trainer still waits for the second
   auto b = std::async(std::launch::async, [&] { return second.matchmaker->find_group(schema, 100000, 2); });
   std::vector<Bytes> ids;
   for (auto* f : {&a, &x, &b}) {
@@ -186,7 +202,7 @@ TEST_CASE("Matchmaking: a peer with another tensor schema is refused, saying why
   Looker odd(context, swarm->node(3), odd_options);
 
   auto leader = std::async(std::launch::async, [&] { return lookers[0]->matchmaker->find_group(); });
-  std::this_thread::sleep_for(300ms);  // it is leading now
+  wait_until(*lookers[0], declared);
   // Asked directly, the leader names the problem.
   wire::AvgJoin join{"run1_grad", odd_options.schema_hash, odd.server->endpoint(), AvgRole::kNode, 1e8, 0, 1};
   auto reply = odd.client->call(lookers[0]->server->endpoint(), net::Outgoing::of(join), Deadline::after(2s)).wait();

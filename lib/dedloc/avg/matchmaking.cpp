@@ -56,6 +56,12 @@ Matchmaker::~Matchmaker() {
   dismiss_locked(formation_.shut_down());
 }
 
+Matchmaker::Snapshot Matchmaker::snapshot() const {
+  std::lock_guard lock(mutex_);
+  return Snapshot{formation_.looking(), formation_.leading(), formation_.looking() && declared_,
+                  formation_.group_size()};
+}
+
 std::string Matchmaker::address() const { return net::PeerAddress{endpoint_, self_}.to_string(); }
 
 void Matchmaker::on_join(wire::AvgJoin&& join, net::Incoming&& request, net::Replier replier) {
@@ -153,6 +159,7 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
     if (stopping_) return error(Code::kCancelled, "this peer is shutting down");
     formation_.start(search, clock_.now(), clock_.unix_seconds());
     repliers_.clear();
+    declared_ = false;
     my_expiration = formation_.expiration();
     deadline = Deadline{formation_.deadline()};
   }
@@ -162,6 +169,8 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
     auto declared = dht_.store(matchmaking_key(options_.group_key), Bytes(me.begin(), me.end()),
                                options_.schema_hash, my_expiration, deadline);
     if (!declared) Logger::Line(log_, LogLevel::kWarning, kLog) << "could not declare ourselves: " << declared.status().to_string();
+    std::lock_guard lock(mutex_);
+    declared_ = declared.is_ok();
   }
 
   std::string seen = "nobody else is looking";

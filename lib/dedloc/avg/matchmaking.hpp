@@ -96,6 +96,15 @@ class Matchmaker {
   // every later search returns kCancelled at once.
   void stop();
 
+  // What the search in progress looks like (for tests that wait for a state instead of sleeping).
+  struct Snapshot {
+    bool looking = false;   // a search is in progress and takes part in matchmaking
+    bool leading = false;   // it leads a group (not asking an earlier leader to take it)
+    bool declared = false;  // its declaration is stored in the DHT, so later peers can find it
+    size_t group_size = 0;  // members in the group it leads now, itself included
+  };
+  Snapshot snapshot() const;
+
  private:
   void on_join(wire::AvgJoin&& join, net::Incoming&& request, net::Replier replier);
   Result<Group> search(size_t expected_peers);
@@ -129,6 +138,7 @@ class Matchmaker {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   bool stopping_ = false;
+  bool declared_ = false;  // the search in progress is declared in the DHT
   GroupFormation formation_;
   std::map<crypto::PeerId, net::Replier> repliers_;  // each follower's held request, answered when it is decided
 };
