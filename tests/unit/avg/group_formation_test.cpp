@@ -1,0 +1,494 @@
+// The sans-IO group formation (group_formation.hpp): join requests, leaders' answers and time fed by hand,
+// time from a ManualClock; no sockets, no threads, no sleeps.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+
+#include "dedloc/avg/group_formation.hpp"
+#include "support/random_ids.hpp"
+
+using namespace dedloc;
+using namespace dedloc::avg;
+using namespace std::chrono_literals;
+
+namespace {
+
+using test::random_id;
+
+const Bytes kSchema(wire::kSchemaHashBytes, 0x42);
+
+Search search_for(size_t target, size_t min = 2, size_t expected = 0, AvgRole role = AvgRole::kNode) {
+  Search s;
+  s.group_key = "run1_grad";
+  s.schema_hash = kSchema;
+  s.vector_length = 100000;
+  s.part_elements = 1000;
+  s.role = role;
+  s.bandwidth = 1e8;
+  s.endpoint = role == AvgRole::kClient ? "" : "tcp://10.0.0.1:5000";
+  s.target_group_size = target;
+  s.min_group_size = min;
+  s.expected_peers = expected;
+  s.matchmaking_time = 5s;
+  return s;
+}
+
+wire::AvgJoin join_as(AvgRole role = AvgRole::kNode, std::vector<wire::JoinCompanion> companions = {}) {
+  wire::AvgJoin j;
+  j.group_key = "run1_grad";
+  j.schema_hash = kSchema;
+  j.endpoint = role == AvgRole::kClient ? "" : "tcp://10.0.0.2:5000";
+  j.role = role;
+  j.bandwidth = 1e8;
+  j.members = 1 + companions.size();
+  j.companions = std::move(companions);
+  return j;
+}
+
+wire::JoinCompanion companion(const crypto::PeerId& id, AvgRole role = AvgRole::kNode) {
+  return {id, role == AvgRole::kClient ? "" : "tcp://10.0.0.3:5000", role, 1e8};
+}
+
+// One peer's formation, started on a ManualClock; `seed` draws its id and its joiners' (peers meant to
+// be different must have different seeds).
+struct Peer {
+  std::mt19937_64 rng;
+  ManualClock clock;
+  crypto::PeerId self;
+  GroupFormation formation;
+
+  explicit Peer(const Search& search, std::uint64_t seed = 7) : rng(seed), self(random_id(rng)), formation(self) {
+    start(search);
+  }
+  void start(const Search& search) {
+    REQUIRE(check_search(search).is_ok());
+    formation.start(search, clock.now(), clock.unix_seconds());
+  }
+  crypto::PeerId other() { return random_id(rng); }
+  // A joiner that is taken; returns its id.
+  crypto::PeerId take(AvgRole role = AvgRole::kNode, std::vector<wire::JoinCompanion> companions = {}) {
+    crypto::PeerId who = other();
+    auto refused = formation.on_join(who, join_as(role, std::move(companions)));
+    INFO((refused ? refused->detail : ""));
+    REQUIRE_FALSE(refused);
+    return who;
+  }
+  NextStep next() const { return formation.next(clock.now()); }
+  Assembly assemble() { return formation.assemble(Bytes(wire::kGroupIdBytes, 0x17), 99); }
+};
+
+wire::JoinRefusal refusal_of(const std::optional<wire::AvgJoinRefused>& refused) {
+  REQUIRE(refused);
+  return refused->reason;
+}
+
+}  // namespace
+
+TEST_CASE("Group formation: a search that can lead leads, a client only joins", "[unit][avg][matchmaking]") {
+  Peer leader(search_for(4));
+  CHECK(leader.formation.looking());
+  CHECK(leader.formation.leading());
+  CHECK(leader.formation.group_size() == 1);
+  CHECK(leader.next() == NextStep::kLook);
+  CHECK(leader.formation.expiration() == Approx(leader.clock.unix_seconds() + 5.0));
+  CHECK(leader.formation.deadline() == leader.clock.now() + 5s);
+
+  Peer client(search_for(4, 2, 0, AvgRole::kClient));
+  CHECK(client.formation.looking());
+  CHECK_FALSE(client.formation.leading());
+  auto refused = client.formation.on_join(client.other(), join_as());
+  CHECK(refusal_of(refused) == wire::JoinRefusal::kNotALeader);
+}
+
+TEST_CASE("Group formation: a search that cannot be looked for says why", "[unit][avg][matchmaking]") {
+  auto s = search_for(4);
+  s.schema_hash.resize(3);
+  CHECK(check_search(s).code() == Code::kInvalidArgument);
+  s = search_for(1, 1);
+  CHECK(check_search(s).code() == Code::kInvalidArgument);
+  s = search_for(4, 5);
+  CHECK(check_search(s).code() == Code::kInvalidArgument);
+  s = search_for(4);
+  s.endpoint.clear();  // a node without an endpoint: its server is not started
+  CHECK_THAT(check_search(s).message(), Catch::Contains("not started"));
+  s.role = AvgRole::kClient;
+  CHECK(check_search(s).is_ok());
+}
+
+TEST_CASE("Group formation: a leader takes joiners, counting the companions they bring, and a retry replaces",
+          "[unit][avg][matchmaking]") {
+  Peer p(search_for(8));
+  auto first = p.take();
+  CHECK(p.formation.holds(first));
+  CHECK(p.formation.group_size() == 2);
+  p.take(AvgRole::kNode, {companion(p.other()), companion(p.other(), AvgRole::kClient)});
+  CHECK(p.formation.group_size() == 5);
+  // The same peer asking again (its request timed out on its side, say) is one member, not two.
+  CHECK_FALSE(p.formation.on_join(first, join_as()));
+  CHECK(p.formation.group_size() == 5);
+  CHECK(p.next() == NextStep::kLook);
+}
+
+TEST_CASE("Group formation: a leader refuses joiners, each refusal saying why", "[unit][avg][matchmaking]") {
+  Peer p(search_for(3));
+  const auto who = p.other();
+
+  SECTION("not looking: before a search, under another key, after the group formed") {
+    GroupFormation idle(p.self);
+    auto refused = idle.on_join(who, join_as());
+    CHECK(refusal_of(refused) == wire::JoinRefusal::kNotLooking);
+    auto other_key = join_as();
+    other_key.group_key = "run2_grad";
+    refused = p.formation.on_join(who, other_key);
+    CHECK(refusal_of(refused) == wire::JoinRefusal::kNotLooking);
+    CHECK_THAT(refused->detail, Catch::Contains("run2_grad"));
+    p.take();
+    p.take();
+    REQUIRE(p.assemble().group.is_ok());
+    CHECK(refusal_of(p.formation.on_join(who, join_as())) == wire::JoinRefusal::kNotLooking);
+  }
+  SECTION("another tensor schema") {
+    auto odd = join_as();
+    odd.schema_hash = Bytes(wire::kSchemaHashBytes, 0x99);
+    auto refused = p.formation.on_join(who, odd);
+    CHECK(refusal_of(refused) == wire::JoinRefusal::kWrongSchema);
+    CHECK_THAT(refused->detail, Catch::Contains("schema differs: 42424242… here, 99999999… from you"));
+  }
+  SECTION("following another leader: the refusal names it") {
+    REQUIRE(p.formation.ask("tcp://10.0.0.9:5000/p/leader"));
+    auto refused = p.formation.on_join(who, join_as());
+    CHECK(refusal_of(refused) == wire::JoinRefusal::kNotALeader);
+    CHECK(refused->leader == "tcp://10.0.0.9:5000/p/leader");
+  }
+  SECTION("bad requests") {
+    CHECK(p.formation.on_join(p.self, join_as())->detail == "that is us");
+    auto no_endpoint = join_as();
+    no_endpoint.endpoint.clear();
+    CHECK(p.formation.on_join(who, no_endpoint)->detail == "a member that reduces needs an endpoint");
+    CHECK(p.formation.on_join(who, join_as(AvgRole::kNode, {companion(p.self)}))->detail ==
+          "a companion is us or the joiner");
+    CHECK(p.formation.on_join(who, join_as(AvgRole::kNode, {companion(who)}))->detail ==
+          "a companion is us or the joiner");
+    auto mute = companion(p.other());
+    mute.endpoint.clear();
+    CHECK(p.formation.on_join(who, join_as(AvgRole::kNode, {mute}))->detail ==
+          "a companion that reduces needs an endpoint");
+    const auto follower = p.take();
+    CHECK(p.formation.on_join(who, join_as(AvgRole::kNode, {companion(follower)}))->detail ==
+          "a companion is already in this group");
+    for (const auto& bad : {join_as(AvgRole::kNode, {companion(follower)}), no_endpoint}) {
+      CHECK(refusal_of(p.formation.on_join(who, bad)) == wire::JoinRefusal::kBadRequest);
+    }
+    CHECK(p.formation.group_size() == 2);  // none of them got in
+  }
+  SECTION("full: a join whose members do not fit") {
+    p.take();
+    auto refused = p.formation.on_join(who, join_as(AvgRole::kNode, {companion(p.other())}));
+    CHECK(refusal_of(refused) == wire::JoinRefusal::kGroupFull);
+    CHECK(refused->detail == "group full (3)");
+    CHECK_FALSE(p.formation.on_join(who, join_as()));  // one more fits
+  }
+  SECTION("a refused retry drops the earlier request") {
+    p.take();
+    CHECK_FALSE(p.formation.on_join(who, join_as()));
+    CHECK(p.formation.holds(who));
+    CHECK(p.formation.on_join(who, join_as(AvgRole::kNode, {companion(p.other()), companion(p.other())})));
+    CHECK_FALSE(p.formation.holds(who));
+    CHECK(p.formation.group_size() == 2);
+  }
+}
+
+TEST_CASE("Group formation: a group forms as soon as it is full, with everyone's shares planned once",
+          "[unit][avg][matchmaking]") {
+  Peer p(search_for(4));
+  std::vector<crypto::PeerId> direct{p.take()};
+  const auto brought = p.other();
+  direct.push_back(p.take(AvgRole::kClient, {companion(brought, AvgRole::kAux)}));
+  CHECK(p.formation.full());
+  CHECK(p.next() == NextStep::kAssemble);  // long before the deadline
+
+  auto assembly = p.assemble();
+  REQUIRE(assembly.group.is_ok());
+  CHECK_FALSE(assembly.refusal);
+  const Group& g = *assembly.group;
+  CHECK(g.size() == 4);
+  CHECK(g.id() == Bytes(wire::kGroupIdBytes, 0x17));
+  CHECK(g.length() == 100000);
+  CHECK(g.begin().part_elements == 1000);
+  for (const auto& id : direct) CHECK(g.index_of(id));
+  CHECK(g.index_of(brought));
+  CHECK(g.index_of(p.self));
+  std::uint64_t total = 0;
+  for (auto c : g.begin().counts) total += c;
+  CHECK(total == 100000);
+  // Only our own followers hear from us: the companion hears from the leader that brought it.
+  std::sort(direct.begin(), direct.end());
+  std::sort(assembly.followers.begin(), assembly.followers.end());
+  CHECK(assembly.followers == direct);
+  CHECK_FALSE(p.formation.looking());
+  CHECK(p.formation.group_size() == 1);
+}
+
+TEST_CASE("Group formation: the members' order is the shuffle's, the same for the same seed",
+          "[unit][avg][matchmaking]") {
+  auto order = [](std::uint64_t seed) {
+    Peer p(search_for(6));
+    for (int i = 0; i < 5; ++i) p.take();
+    auto assembly = p.formation.assemble(Bytes(wire::kGroupIdBytes, 1), seed);
+    REQUIRE(assembly.group.is_ok());
+    return assembly.group->begin().ids;
+  };
+  CHECK(order(5) == order(5));
+  bool any_differs = false;
+  for (std::uint64_t seed = 1; seed < 20 && !any_differs; ++seed) any_differs = order(seed) != order(5);
+  CHECK(any_differs);
+}
+
+TEST_CASE("Group formation: at the deadline a group forms if it has min_group_size members, else the search gives up",
+          "[unit][avg][matchmaking]") {
+  SECTION("large enough: it forms at the deadline, not before") {
+    Peer p(search_for(4, 2));
+    p.take();
+    CHECK(p.next() == NextStep::kLook);
+    p.clock.advance(4999ms);
+    CHECK(p.next() == NextStep::kLook);
+    p.clock.advance(1ms);
+    CHECK(p.next() == NextStep::kAssemble);
+    auto assembly = p.assemble();
+    REQUIRE(assembly.group.is_ok());
+    CHECK(assembly.group->size() == 2);
+  }
+  SECTION("too small: the followers hear it is too late") {
+    Peer p(search_for(4, 3));
+    const auto follower = p.take();
+    p.clock.advance(5s);
+    CHECK(p.next() == NextStep::kGiveUp);
+    auto dismissal = p.formation.time_out();
+    CHECK(dismissal.followers == std::vector<crypto::PeerId>{follower});
+    CHECK(dismissal.answer.reason == wire::JoinRefusal::kTooLate);
+    CHECK_FALSE(p.formation.looking());
+  }
+  SECTION("alone: nobody to form a group with, whatever min_group_size") {
+    Peer p(search_for(4, 1));
+    p.clock.advance(6s);
+    CHECK(p.next() == NextStep::kGiveUp);
+    CHECK(p.formation.time_out().followers.empty());
+  }
+  SECTION("a client never forms one") {
+    Peer p(search_for(4, 1, 0, AvgRole::kClient));
+    p.clock.advance(5s);
+    CHECK(p.next() == NextStep::kGiveUp);
+  }
+}
+
+TEST_CASE("Group formation: a peer shutting down refuses its followers: it is not looking any more",
+          "[unit][avg][matchmaking]") {
+  Peer p(search_for(4));
+  const auto follower = p.take();
+  auto dismissal = p.formation.shut_down();
+  CHECK(dismissal.followers == std::vector<crypto::PeerId>{follower});
+  CHECK(dismissal.answer.reason == wire::JoinRefusal::kNotLooking);
+  CHECK_FALSE(p.formation.looking());
+  CHECK(refusal_of(p.formation.on_join(p.other(), join_as())) == wire::JoinRefusal::kNotLooking);
+}
+
+TEST_CASE("Group formation: a group that cannot average is refused to its followers, saying why",
+          "[unit][avg][matchmaking]") {
+  Peer p(search_for(2, 2, 0, AvgRole::kAux));
+  p.take(AvgRole::kAux);  // nobody sends a vector
+  REQUIRE(p.next() == NextStep::kAssemble);
+  auto assembly = p.assemble();
+  REQUIRE_FALSE(assembly.group.is_ok());
+  CHECK_THAT(assembly.group.status().message(), Catch::Contains("assembling the group"));
+  REQUIRE(assembly.refusal);
+  CHECK(assembly.refusal->reason == wire::JoinRefusal::kBadRequest);
+  CHECK_THAT(assembly.refusal->detail, Catch::Contains("the group cannot average"));
+  CHECK(assembly.followers.size() == 1);
+}
+
+TEST_CASE("Group formation: expected peers complete a group at once, and only members that send count toward them",
+          "[unit][avg][matchmaking]") {
+  SECTION("three expected trainers: the third completes the group, target 16 notwithstanding") {
+    Peer p(search_for(16, 2, 3));
+    p.take();
+    CHECK(p.next() == NextStep::kLook);
+    p.take();
+    CHECK(p.next() == NextStep::kAssemble);
+  }
+  SECTION("an aux peer in early does not take the second trainer's place") {
+    Peer p(search_for(16, 2, 2));
+    p.take(AvgRole::kAux);
+    CHECK(p.formation.group_size() == 2);
+    CHECK(p.formation.senders() == 1);
+    CHECK_FALSE(p.formation.full());
+    p.take(AvgRole::kClient);  // clients send: a trainer behind NAT
+    CHECK(p.formation.full());
+    auto assembly = p.assemble();
+    REQUIRE(assembly.group.is_ok());
+    CHECK(assembly.group->size() == 3);  // the aux peer is in too
+  }
+  SECTION("companions count as what they are") {
+    Peer p(search_for(16, 2, 3));
+    p.take(AvgRole::kAux, {companion(p.other(), AvgRole::kAux)});
+    CHECK(p.formation.senders() == 1);
+    p.take(AvgRole::kAux, {companion(p.other())});
+    CHECK(p.formation.senders() == 2);
+    CHECK_FALSE(p.formation.full());
+    p.take(AvgRole::kAux, {companion(p.other(), AvgRole::kClient)});
+    CHECK(p.formation.full());
+  }
+  SECTION("an aux leader does not count itself") {
+    Peer p(search_for(16, 2, 2, AvgRole::kAux));
+    CHECK(p.formation.senders() == 0);
+    p.take();
+    CHECK_FALSE(p.formation.full());
+    p.take();
+    CHECK(p.formation.full());
+  }
+  SECTION("the hint is kept within [max(2, min_group_size), target_group_size]") {
+    Peer alone(search_for(16, 1, 1));  // "only us" still needs someone to average with
+    CHECK_FALSE(alone.formation.full());
+    alone.take();
+    CHECK(alone.formation.full());
+    Peer small(search_for(16, 3, 2));  // fewer expected than min_group_size: wait for min_group_size
+    small.take();
+    CHECK_FALSE(small.formation.full());
+    small.take();
+    CHECK(small.formation.full());
+    Peer big(search_for(3, 2, 10));  // more expected than fit: a full group
+    big.take();
+    CHECK_FALSE(big.formation.full());
+    big.take();
+    CHECK(big.formation.full());
+  }
+}
+
+TEST_CASE("Group formation: a held search keeps its group open for aux peers until release",
+          "[unit][avg][matchmaking]") {
+  Peer p(search_for(4, 2, 2));
+  p.formation.hold();
+  p.start(search_for(4, 2, 2));  // hold() comes before the search starts, and outlives its start
+  p.take();
+  CHECK_FALSE(p.formation.full());  // every expected trainer is in, but our own step has not come
+  CHECK(p.next() == NextStep::kLook);
+  p.take(AvgRole::kAux);
+  CHECK(p.next() == NextStep::kLook);
+  p.formation.release();
+  CHECK(p.next() == NextStep::kAssemble);
+  auto assembly = p.assemble();
+  REQUIRE(assembly.group.is_ok());
+  CHECK(assembly.group->size() == 3);
+
+  SECTION("target_group_size still completes a held group") {
+    Peer q(search_for(3, 2, 2));
+    q.formation.hold();
+    q.take();
+    q.take(AvgRole::kAux);
+    CHECK(q.next() == NextStep::kAssemble);
+  }
+  SECTION("and the deadline forms it") {
+    Peer q(search_for(4, 2, 2));
+    q.formation.hold();
+    q.take();
+    q.clock.advance(5s);
+    CHECK(q.next() == NextStep::kAssemble);
+  }
+}
+
+TEST_CASE("Group formation: a leader merging into an earlier one brings its followers and passes the BEGIN on",
+          "[unit][avg][matchmaking]") {
+  Peer late(search_for(5));
+  const auto f1 = late.take();
+  const auto brought = late.other();
+  const auto f2 = late.take(AvgRole::kClient, {companion(brought)});
+
+  auto companions = late.formation.ask("tcp://10.0.0.9:5000/p/earlier");
+  REQUIRE(companions);
+  REQUIRE(companions->size() == 3);  // f1, f2 and the one f2 brought, with their roles and bandwidths
+  CHECK((*companions)[0] == wire::JoinCompanion{f1, "tcp://10.0.0.2:5000", AvgRole::kNode, 1e8});
+  CHECK((*companions)[1] == wire::JoinCompanion{f2, "", AvgRole::kClient, 1e8});
+  CHECK((*companions)[2] == companion(brought));
+  CHECK_FALSE(late.formation.leading());
+  CHECK(late.formation.following() == "tcp://10.0.0.9:5000/p/earlier");
+  // Waiting for the answer is bounded by our deadline plus a little: our followers wait only until theirs.
+  CHECK(late.formation.answer_deadline(true) == late.formation.deadline() + 500ms);
+  CHECK(late.formation.answer_deadline(false) == late.formation.deadline() + 2s);
+
+  SECTION("taken: our followers get the earlier leader's BEGIN (not the companions: theirs hear from them)") {
+    auto followers = late.formation.on_taken();
+    CHECK(followers == std::vector<crypto::PeerId>{f1, f2});
+    CHECK_FALSE(late.formation.looking());
+  }
+  SECTION("refused: nothing changed, we lead our group again") {
+    late.formation.on_refused();
+    CHECK(late.formation.leading());
+    CHECK(late.formation.following().empty());
+    CHECK(late.formation.group_size() == 4);
+    CHECK(late.formation.holds(f1));
+    CHECK_FALSE(late.formation.on_join(late.other(), join_as()));  // taking joiners again
+  }
+
+  SECTION("the earlier leader takes the whole group as one join") {
+    Peer earlier(search_for(6), 8);
+    earlier.take();
+    auto merge = join_as(AvgRole::kNode, *companions);
+    REQUIRE_FALSE(earlier.formation.on_join(late.self, merge));
+    CHECK(earlier.formation.group_size() == 6);
+    CHECK(earlier.formation.senders() == 6);
+    auto assembly = earlier.assemble();
+    REQUIRE(assembly.group.is_ok());
+    CHECK(assembly.group->size() == 6);
+    for (const auto& id : {late.self, f1, f2, brought}) CHECK(assembly.group->index_of(id));
+    CHECK(assembly.followers.size() == 2);  // its own follower and the merging leader
+  }
+  SECTION("an earlier leader without room refuses the merge whole") {
+    Peer earlier(search_for(5), 8);
+    earlier.take();
+    auto merge = join_as(AvgRole::kNode, *companions);
+    CHECK(refusal_of(earlier.formation.on_join(late.self, merge)) == wire::JoinRefusal::kGroupFull);
+    CHECK(earlier.formation.group_size() == 2);
+  }
+}
+
+TEST_CASE("Group formation: a leader whose followers filled its group does not ask anyone: it leads",
+          "[unit][avg][matchmaking]") {
+  Peer p(search_for(2));
+  p.take();
+  CHECK_FALSE(p.formation.ask("tcp://10.0.0.9:5000/p/earlier"));
+  CHECK(p.formation.leading());
+  CHECK(p.next() == NextStep::kAssemble);
+}
+
+TEST_CASE("Group formation: earlier peers come in leader order: earlier expiration first, ties to the smaller id",
+          "[unit][avg][matchmaking]") {
+  std::mt19937_64 rng(11);
+  std::vector<crypto::PeerId> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(random_id(rng));
+  std::sort(ids.begin(), ids.end());
+  const crypto::PeerId self = ids[2];
+  auto entry = [](const crypto::PeerId& id, double expiration, const Bytes& schema = kSchema) {
+    const std::string address = net::PeerAddress{"tcp://10.0.0.1:5000", id}.to_string();
+    return dht::FoundEntry{Bytes(address.begin(), address.end()), schema, expiration};
+  };
+  const std::string garbage = "not an address";
+  std::vector<dht::FoundEntry> entries{
+      entry(ids[4], 100),                                 // earlier
+      entry(ids[0], 200),                                 // a tie with us, smaller id: earlier
+      entry(ids[3], 200),                                 // a tie with us, larger id: later
+      entry(ids[1], 300),                                 // later
+      entry(self, 200),                                   // us
+      entry(ids[1], 50, Bytes(wire::kSchemaHashBytes, 1)),  // another schema, however early
+      dht::FoundEntry{Bytes(garbage.begin(), garbage.end()), kSchema, 10},
+      dht::FoundEntry{std::nullopt, kSchema, 10},          // not a dictionary entry
+  };
+  auto found = earlier_peers(entries, self, kSchema, 200);
+  REQUIRE(found.leaders.size() == 2);
+  CHECK(found.leaders[0].peer_id == ids[4]);
+  CHECK(found.leaders[1].peer_id == ids[0]);
+  CHECK(found.leaders[0].endpoint == "tcp://10.0.0.1:5000");
+  CHECK(found.looking == 5);
+  CHECK(found.other_schema == 1);
+  // Seen from the earliest, nobody comes first: merges cannot cycle.
+  CHECK(earlier_peers(entries, ids[4], kSchema, 100).leaders.empty());
+}
