@@ -45,6 +45,25 @@ TEST_CASE("dedloc-plan --json is machine-readable and flags override the file", 
   CHECK(json["peers"].size() == 24);
 }
 
+TEST_CASE("dedloc-plan --codec takes the names recipes use, and the old blockwise-8bit with a warning", "[plan][cli]") {
+  const std::string peers = " --peers " + dedloc::test::source_path("configs/peers/equal-peers.yaml");
+  for (const char* name : {"none", "fp16", "scaled-fp16", "uint8", "blockwise8"}) {
+    auto run = run_plan(std::string("--json --params 18M --codec ") + name + peers);
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    CHECK(nlohmann::json::parse(run.output)["codec"] == name);
+  }
+  auto old = run_plan("--params 18M --codec blockwise-8bit" + peers);
+  INFO(old.output);
+  CHECK(old.exit_code == 0);
+  CHECK_THAT(old.output, Catch::Contains("W config: codec 'blockwise-8bit' is the old name of 'blockwise8'"));
+  CHECK_THAT(old.output, Catch::Contains("(blockwise8)"));
+  auto unknown = run_plan("--params 18M --codec blockwise-8" + peers);
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.output, Catch::StartsWith("dedloc-plan: error:") && Catch::Contains("--codec") &&
+                                 Catch::Contains("blockwise8"));
+}
+
 TEST_CASE("dedloc-plan rejects bad input with one line naming the problem", "[plan][cli]") {
   auto typo = run_plan("--peers " + write_file("typo.yaml", "params: 18M\npeers:\n  - {name: a, compute: 1, bandwidth: 1Gbit, uplaod: 1}\n"));
   CHECK(typo.exit_code == 3);

@@ -19,7 +19,7 @@ struct Options {
   std::string peers;   // the peers file
   std::string batch;   // global batch B, e.g. "4096" or "4k"
   std::string params;  // model size P, e.g. "18M"
-  std::string codec;   // none | fp16 | scaled-fp16 | uint8 | blockwise-8bit
+  std::string codec;   // a codec name (core/codec_id.hpp): none | fp16 | scaled-fp16 | uint8 | blockwise8
   dedloc::plan::PlanOptions plan;
   bool live = false;   // plan for the peers of a live run (needs the DHT)
 };
@@ -49,8 +49,8 @@ dedloc::Status apply_overrides(const Options& o, dedloc::plan::Collaboration& c)
     c.params = *params;
   }
   if (!o.codec.empty()) {
-    auto codec = dedloc::plan::parse_codec(o.codec);
-    if (!codec) return codec.status();
+    auto codec = dedloc::parse_codec(o.codec);
+    if (!codec) return codec.status().with_context("--codec");
     c.codec = *codec;
   }
   if (c.params <= 0) {
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   app.add_option("--peers", o.peers, "YAML peers file (see configs/peers/)");
   app.add_option("--batch", o.batch, "global batch size in samples (overrides the peers file; default 4096)");
   app.add_option("--params", o.params, "model size in parameters, e.g. 18M (overrides the peers file)");
-  app.add_option("--codec", o.codec, "none, fp16, scaled-fp16, uint8 or blockwise-8bit (default fp16)");
+  app.add_option("--codec", o.codec, "none, fp16, scaled-fp16, uint8 or blockwise8 (default fp16)");
   app.add_option("--exact-limit", o.plan.exact_peer_limit, "largest peer count solved exactly by the MILP")
       ->capture_default_str();
   app.add_option("--solver-timeout", o.plan.solver_timeout_seconds, "lpsolve time limit per solve, seconds")

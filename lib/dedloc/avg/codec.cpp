@@ -612,29 +612,9 @@ double blockwise8_bound(std::span<const float> part) {
   return bound;
 }
 
-constexpr std::array<std::string_view, 5> kNames = {"none", "fp16", "scaled-fp16", "uint8", "blockwise8"};
-constexpr std::size_t kCodecCount = kNames.size();
+constexpr std::size_t kCodecCount = kCodecs.size();
 
 }  // namespace
-
-std::string_view codec_name(Codec codec) {
-  const auto index = static_cast<std::size_t>(codec);
-  return index < kNames.size() ? kNames[index] : std::string_view("unknown");
-}
-
-Result<Codec> parse_codec(std::string_view name) {
-  for (std::size_t i = 0; i < kNames.size(); ++i)
-    if (kNames[i] == name) return static_cast<Codec>(i);
-  std::string message = "unknown codec '" + std::string(name) + "' (one of:";
-  for (std::string_view known : kNames) message += " " + std::string(known);
-  message += name == "adaptive" ? "; 'adaptive' is a policy, not a codec)" : ")";
-  return error(Code::kInvalidArgument, std::move(message));
-}
-
-Result<Codec> codec_from_wire(std::uint64_t value) {
-  if (value < kNames.size()) return static_cast<Codec>(value);
-  return error(Code::kMalformed, "unknown codec number " + std::to_string(value));
-}
 
 std::size_t encoded_bytes(Codec codec, std::size_t elements) {
   switch (codec) {
@@ -681,8 +661,9 @@ Result<CodecPolicy> CodecPolicy::parse(std::string_view name) {
   }
   auto codec = parse_codec(name);
   if (!codec) {
-    return error(Code::kInvalidArgument, "unknown compression '" + std::string(name) +
-                                             "' (adaptive, none, fp16, scaled-fp16, uint8 or blockwise8)");
+    std::string message = "unknown compression '" + std::string(name) + "' (adaptive";
+    for (const CodecInfo& known : kCodecs) message += ", " + std::string(known.name);
+    return error(Code::kInvalidArgument, message + ")");
   }
   policy.fixed = *codec;
   return policy;

@@ -73,26 +73,17 @@
 #include <string_view>
 
 #include "dedloc/core/bytes.hpp"
+#include "dedloc/core/codec_id.hpp"
 #include "dedloc/core/status.hpp"
 
 namespace dedloc::avg {
 
-// Wire values: append only.
-enum class Codec : std::uint8_t {
-  kNone = 0,
-  kFloat16 = 1,
-  kScaledFloat16 = 2,
-  kUniform8Bit = 3,
-  kBlockwise8Bit = 4,
-};
-
-// "none", "fp16", "scaled-fp16", "uint8", "blockwise8" (also the names parse_codec and configs accept).
-std::string_view codec_name(Codec codec);
-// One of the names above, exactly; anything else (including "adaptive", which is a CodecPolicy) is
-// kInvalidArgument with the list of valid names.
-Result<Codec> parse_codec(std::string_view name);
-// The codec a peer named on the wire; a number this build does not know is kMalformed.
-Result<Codec> codec_from_wire(std::uint64_t value);
+// The codecs, their wire numbers and names are listed once, in core/codec_id.hpp (below the planner too);
+// here they are part of averaging's vocabulary.
+using ::dedloc::Codec;
+using ::dedloc::codec_from_wire;
+using ::dedloc::codec_name;
+using ::dedloc::parse_codec;
 
 // Elements per blockwise8 block.
 inline constexpr std::size_t kBlockwiseBlock = 256;

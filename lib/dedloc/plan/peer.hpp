@@ -2,12 +2,14 @@
 //
 // Units are fixed here once so no caller has to guess: compute in samples per second, bandwidth in
 // bytes per second (the peers file accepts "100Mbit", "1Gbit", "12.5MB"; see units.hpp), model size in
-// parameters, the codec in bytes per transmitted value.
+// parameters, the codec in bytes per transmitted value (bytes_per_value, core/codec_id.hpp).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "dedloc/core/codec_id.hpp"
 
 namespace dedloc::plan {
 
@@ -28,15 +30,12 @@ struct PairLimit {
   double rate = 0.0;  // bytes/s
 };
 
-// The compression applied to every averaged value: what one value costs on the wire.
-enum class Codec { kNone, kFloat16, kScaledFloat16, kUniform8Bit, kBlockwise8Bit };
-
 struct Collaboration {
   std::vector<PeerSpec> peers;
   std::vector<PairLimit> limits;
   double batch = 4096;          // global batch B: samples per optimizer step
   double params = 0;            // model size P: number of averaged values (parameters)
-  Codec codec = Codec::kFloat16;
+  Codec codec = Codec::kFloat16;  // applied to every averaged value (core/codec_id.hpp: bytes per value)
 };
 
 }  // namespace dedloc::plan

@@ -2,7 +2,7 @@
 //
 //   batch: 4096                 # optional: global batch B (samples per step)
 //   params: 18M                 # optional: model size P (count, see units.hpp)
-//   codec: fp16                 # optional: none | fp16 | scaled-fp16 | uint8 | blockwise-8bit
+//   codec: fp16                 # optional: none | fp16 | scaled-fp16 | uint8 | blockwise8 (core/codec_id.hpp)
 //   peers:
 //     - name: gpu               # unique; with count > 1 the peers are named gpu-1 ... gpu-N
 //       count: 8                # optional, default 1: that many identical peers

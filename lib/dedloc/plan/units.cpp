@@ -77,37 +77,6 @@ Result<double> parse_rate(std::string_view text, std::string_view what) {
   return parse_with(text, what, kRateSuffixes, "a rate like 100Mbit, 1Gbit, 12.5MB or bytes/s as a number");
 }
 
-Result<Codec> parse_codec(std::string_view text) {
-  for (Codec codec : {Codec::kNone, Codec::kFloat16, Codec::kScaledFloat16, Codec::kUniform8Bit,
-                      Codec::kBlockwise8Bit}) {
-    if (text == codec_name(codec)) return codec;
-  }
-  return error(Code::kInvalidArgument,
-               "codec: unknown codec '" + std::string(text) + "' (expected none, fp16, scaled-fp16, uint8 or blockwise-8bit)");
-}
-
-std::string_view codec_name(Codec codec) {
-  switch (codec) {
-    case Codec::kNone: return "none";
-    case Codec::kFloat16: return "fp16";
-    case Codec::kScaledFloat16: return "scaled-fp16";
-    case Codec::kUniform8Bit: return "uint8";
-    case Codec::kBlockwise8Bit: return "blockwise-8bit";
-  }
-  return "none";
-}
-
-double bytes_per_value(Codec codec) {
-  switch (codec) {
-    case Codec::kNone: return 4;
-    case Codec::kFloat16:
-    case Codec::kScaledFloat16: return 2;
-    case Codec::kUniform8Bit:
-    case Codec::kBlockwise8Bit: return 1;
-  }
-  return 4;
-}
-
 namespace {
 
 // `value` with the largest of G/M/k (powers of 1000) that keeps it >= 1, then `unit`: "1.5 Gbit/s", "18M".

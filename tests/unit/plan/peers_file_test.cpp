@@ -36,7 +36,7 @@ limits:
   REQUIRE(c);
   CHECK(c->batch == 2048);
   CHECK(c->params == 18e6);
-  CHECK(c->codec == Codec::kUniform8Bit);
+  CHECK(c->codec == dedloc::Codec::kUniform8Bit);
   REQUIRE(c->peers.size() == 4);
   CHECK(c->peers[0].name == "gpu-1");
   CHECK(c->peers[2].name == "gpu-3");

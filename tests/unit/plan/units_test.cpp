@@ -35,17 +35,6 @@ TEST_CASE("bad quantities are errors that name the value", "[plan][units]") {
   CHECK_FALSE(parse_count("inf", "params"));
 }
 
-TEST_CASE("codecs name their bytes per value", "[plan][units]") {
-  CHECK(bytes_per_value(*parse_codec("none")) == 4);
-  CHECK(bytes_per_value(*parse_codec("fp16")) == 2);
-  CHECK(bytes_per_value(*parse_codec("scaled-fp16")) == 2);
-  CHECK(bytes_per_value(*parse_codec("uint8")) == 1);
-  CHECK(bytes_per_value(*parse_codec("blockwise-8bit")) == 1);
-  auto bad = parse_codec("fp8");
-  REQUIRE_FALSE(bad);
-  CHECK_THAT(bad.status().message(), Catch::Contains("fp8"));
-}
-
 TEST_CASE("rates print in network units", "[plan][units]") {
   CHECK(format_rate(12.5e6) == "100 Mbit/s");
   CHECK(format_rate(125e6) == "1 Gbit/s");
