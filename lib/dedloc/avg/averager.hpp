@@ -15,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "dedloc/avg/all_reduce.hpp"
+#include "dedloc/avg/defaults.hpp"
 #include "dedloc/avg/matchmaking.hpp"
 #include "dedloc/dht/node.hpp"
 
@@ -25,13 +26,13 @@ struct AveragerOptions {
   AvgRole role = AvgRole::kNode;
   std::string listen = "tcp://0.0.0.0:0";    // the averaging server (unused by clients)
   std::string announce;                      // see MatchmakingOptions::announce
-  double bandwidth = 1.25e8;                 // bytes/s each way, for the leader's shares
-  size_t target_group_size = 16;
-  size_t min_group_size = 2;
-  Duration matchmaking_time = std::chrono::seconds(5);
+  double bandwidth = kDefaultBandwidth;      // bytes/s each way, for the leader's shares
+  size_t target_group_size = kDefaultTargetGroupSize;
+  size_t min_group_size = kDefaultMinGroupSize;
+  Duration matchmaking_time = kDefaultMatchmakingTime;
   AllReduceOptions all_reduce;
   Duration averaging_timeout = std::chrono::seconds(60);  // one all-reduce, after the group formed
-  std::uint64_t part_elements = 128 * 1024;
+  std::uint64_t part_elements = default_part_elements();  // the grid we announce when we lead
   Logger* log = &Logger::global();
 };
 

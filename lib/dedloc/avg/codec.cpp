@@ -628,6 +628,16 @@ std::size_t encoded_bytes(Codec codec, std::size_t elements) {
   return 0;
 }
 
+std::uint64_t part_elements_for(Codec codec, std::uint64_t wire_bytes) {
+  // encoded_bytes grows with n and is at least n, so the answer lies in [0, wire_bytes].
+  std::uint64_t low = 0, high = wire_bytes;
+  while (low < high) {
+    const std::uint64_t mid = low + (high - low + 1) / 2;
+    if (encoded_bytes(codec, static_cast<std::size_t>(mid)) <= wire_bytes) low = mid; else high = mid - 1;
+  }
+  return std::max<std::uint64_t>(low, 1);
+}
+
 void encode(Codec codec, std::span<const float> in, std::span<std::uint8_t> out) {
   detail::encode_with(detail::Kernels::kNative, codec, in, out);
 }

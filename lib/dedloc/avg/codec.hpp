@@ -91,6 +91,13 @@ inline constexpr std::size_t kBlockwiseBlock = 256;
 // The exact size of encode()'s output for `elements` floats (see the formats above).
 std::size_t encoded_bytes(Codec codec, std::size_t elements);
 
+// The part grid: the most elements whose part, encoded with `codec`, fits in `wire_bytes` (the largest n
+// with encoded_bytes(codec, n) <= wire_bytes), and never less than 1. Averaging sizes its grid with
+// Codec::kNone (AveragerOptions::part_elements: 512 KiB of float32, 128 Ki elements): the grid is the
+// leader's and every member cuts its vector by it, whatever codec each member sends in, so it is sized by
+// the uncompressed part, and a codec makes each part proportionally smaller on the wire.
+std::uint64_t part_elements_for(Codec codec, std::uint64_t wire_bytes);
+
 // Encodes one part. out.size() must be encoded_bytes(codec, in.size()) (a programmer error otherwise:
 // checked, aborts with file and line). Never allocates.
 void encode(Codec codec, std::span<const float> in, std::span<std::uint8_t> out);

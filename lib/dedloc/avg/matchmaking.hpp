@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "dedloc/avg/defaults.hpp"
 #include "dedloc/avg/group.hpp"
 #include "dedloc/avg/group_formation.hpp"
 #include "dedloc/core/clock.hpp"
@@ -46,11 +47,11 @@ struct MatchmakingOptions {
   Bytes schema_hash;            // wire::kSchemaHashBytes: the tensors' names, shapes and order
   std::uint64_t vector_length = 0;
   AvgRole role = AvgRole::kNode;
-  double bandwidth = 1.25e8;    // bytes/s each way (the leader's shares depend on it)
-  size_t target_group_size = 16;
-  size_t min_group_size = 2;
-  Duration matchmaking_time = std::chrono::seconds(5);  // how long to look before giving up
-  std::uint64_t part_elements = 128 * 1024;             // the part grid a leader announces (512 KiB of fp32)
+  double bandwidth = kDefaultBandwidth;  // bytes/s each way (the leader's shares depend on it)
+  size_t target_group_size = kDefaultTargetGroupSize;
+  size_t min_group_size = kDefaultMinGroupSize;
+  Duration matchmaking_time = kDefaultMatchmakingTime;      // how long to look before giving up
+  std::uint64_t part_elements = default_part_elements();  // the part grid a leader announces
   // Where others dial our averaging server; empty: its bound endpoint, a wildcard host replaced by the
   // address our DHT node advertises. Ignored for clients (nobody can dial them; they never lead).
   std::string announce;

@@ -19,6 +19,7 @@
 
 #include "dedloc/avg/centered_clip.hpp"
 #include "dedloc/avg/codec.hpp"
+#include "dedloc/avg/defaults.hpp"
 #include "dedloc/core/config.hpp"
 #include "dedloc/train/optimizer.hpp"
 #include "dedloc/train/schedule.hpp"
@@ -37,15 +38,17 @@ struct TrainingOptions {
 };
 
 struct AveragingRecipe {
-  size_t target_group_size = 16;
-  size_t min_group_size = 2;
-  double matchmaking_time = 5;     // seconds
+  size_t target_group_size = avg::kDefaultTargetGroupSize;
+  size_t min_group_size = avg::kDefaultMinGroupSize;
+  double matchmaking_time = std::chrono::duration<double>(avg::kDefaultMatchmakingTime).count();  // seconds
   bool match_ahead = true;         // look for the group while the last micro-batches compute (TrainerOptions)
   double averaging_timeout = 60;   // seconds, one all-reduce
   double sender_timeout = 15;
   double reducer_timeout = 30;
-  avg::Codec codec = avg::Codec::kNone;  // none | fp16 | scaled-fp16 | uint8 | blockwise8
-  double bandwidth_mbit = 100;     // this peer's bandwidth each way, for the leader's shares
+  avg::Codec codec = avg::Codec::kNone;  // a name from core/codec_id.hpp: none | fp16 | scaled-fp16 | uint8 | blockwise8
+  // This peer's bandwidth each way, for the leader's shares: a home link by default, slower than the
+  // averaging default (avg::kDefaultBandwidth), which is what an aux server lends.
+  double bandwidth_mbit = 100;
   // averaging.centered_clip: {tau, iterations}: robust aggregation of the parts this peer reduces
   // (avg/centered_clip.hpp); absent: the plain weighted mean.
   std::optional<avg::CenteredClipOptions> centered_clip;

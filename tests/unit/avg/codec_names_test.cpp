@@ -1,5 +1,6 @@
 // One list of codecs for the planner, averaging and every configuration (core/codec_id.hpp): its numbers,
-// names and bytes per value pinned against literal values, and the files the project ships parsed with it.
+// names and bytes per value pinned against literal values, the files the project ships parsed with it, and
+// the part grid and defaults that averaging shares (avg/defaults.hpp).
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -11,7 +12,10 @@
 #include <vector>
 
 #include "dedloc/avg/all_reduce.hpp"
+#include "dedloc/avg/averager.hpp"
 #include "dedloc/avg/codec.hpp"
+#include "dedloc/avg/defaults.hpp"
+#include "dedloc/avg/matchmaking.hpp"
 #include "dedloc/core/codec_id.hpp"
 #include "dedloc/core/config.hpp"
 #include "dedloc/plan/cost_model.hpp"
@@ -162,4 +166,47 @@ TEST_CASE("the recipes and peers files the project ships name codecs by their ca
     CHECK(collaboration->codec == *parse_codec(codec, nullptr));
   }
   CHECK(seen >= 10);  // the three recipes and the peers files: the scan found them
+}
+
+TEST_CASE("part_elements_for is the most elements that fit, and training's grid is 128 Ki", "[unit][avg][codec-names]") {
+  constexpr std::uint64_t kKiB = 1024;
+  // Training's grid (the averager's and the matchmaker's default): 512 KiB of float32.
+  CHECK(avg::default_part_elements() == 128 * kKiB);
+  CHECK(avg::part_elements_for(Codec::kNone, 512 * kKiB) == 128 * kKiB);
+  CHECK(avg::AveragerOptions{}.part_elements == 128 * kKiB);
+  CHECK(avg::MatchmakingOptions{}.part_elements == 128 * kKiB);
+  // The same budget with a codec gives more elements per part.
+  CHECK(avg::part_elements_for(Codec::kFloat16, 512 * kKiB) == 256 * kKiB);
+  CHECK(avg::part_elements_for(Codec::kScaledFloat16, 512 * kKiB) == 256 * kKiB - 4);
+  CHECK(avg::part_elements_for(Codec::kUniform8Bit, 512 * kKiB) == 512 * kKiB - 8);
+  for (const CodecInfo& known : kCodecs) {
+    for (std::uint64_t budget : {std::uint64_t{1}, std::uint64_t{9}, std::uint64_t{1000}, 512 * kKiB, 16 * kKiB * kKiB}) {
+      INFO(known.name << ", " << budget << " bytes");
+      const std::uint64_t n = avg::part_elements_for(known.codec, budget);
+      CHECK(n >= 1);
+      // The largest that fits (or one element, when not even that fits).
+      if (avg::encoded_bytes(known.codec, n) <= budget) {
+        CHECK(avg::encoded_bytes(known.codec, n + 1) > budget);
+      } else {
+        CHECK(n == 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("the averager and the matchmaker start from the same defaults", "[unit][avg][codec-names]") {
+  const avg::AveragerOptions averager;
+  const avg::MatchmakingOptions matchmaking;
+  CHECK(avg::kDefaultTargetGroupSize == 16);
+  CHECK(avg::kDefaultMinGroupSize == 2);
+  CHECK(avg::kDefaultMatchmakingTime == std::chrono::seconds(5));
+  CHECK(avg::kDefaultBandwidth == 1.25e8);
+  CHECK(averager.target_group_size == avg::kDefaultTargetGroupSize);
+  CHECK(matchmaking.target_group_size == avg::kDefaultTargetGroupSize);
+  CHECK(averager.min_group_size == avg::kDefaultMinGroupSize);
+  CHECK(matchmaking.min_group_size == avg::kDefaultMinGroupSize);
+  CHECK(averager.matchmaking_time == avg::kDefaultMatchmakingTime);
+  CHECK(matchmaking.matchmaking_time == avg::kDefaultMatchmakingTime);
+  CHECK(averager.bandwidth == avg::kDefaultBandwidth);
+  CHECK(matchmaking.bandwidth == avg::kDefaultBandwidth);
 }
