@@ -1,0 +1,53 @@
+// What one all-reduce benchmark will do, settled before any process starts: its validated settings, the
+// vector's size, the part grid and every peer's share. Errors name the dedloc-avg bench flag at fault
+// (kInvalidArgument), so that the tool can print them as they are.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dedloc/avg/all_reduce.hpp"
+#include "dedloc/avg/codec.hpp"
+
+namespace dedloc::avg::bench {
+
+struct BenchOptions {
+  size_t peers = 4;                                         // peer processes, 2 to 64
+  std::string size = "64MiB";                               // of the float32 vector (parse_size)
+  std::string codec = "none";                               // of the parts (avg::parse_codec)
+  size_t rounds = 5;                                        // timed rounds, after one warm-up round
+  size_t window = AllReduceOptions{}.window;                // parts in flight per reducer
+  size_t max_in_flight = AllReduceOptions{}.max_in_flight;  // parts in flight in all (0: no cap)
+  size_t part_kib = 512;                                    // KiB per part on the wire, after compression
+  std::vector<std::string> bandwidths;  // per peer ("1Gbit", "100Mbit"): planner shares
+  bool uniform = false;                 // equal shares even when bandwidths are given
+  bool emulate_links = false;           // limit each peer's link to its bandwidth (emulated_links.hpp; root)
+  bool encrypted = true;                // CURVE between the peers, as the tools run by default
+  double timeout_seconds = 120;         // one round; also bounds start-up and shutdown
+  std::string name = "dedloc-avg bench";  // prefixes what the peer processes write to stderr
+};
+
+struct BenchPlan {
+  std::uint64_t bytes = 0;
+  std::uint64_t elements = 0;
+  std::uint64_t part_elements = 0;
+  Codec codec = Codec::kNone;
+  std::vector<double> rates;          // bytes/s per peer, when bandwidths were given
+  std::vector<std::uint64_t> counts;  // elements each peer reduces
+  bool planned = false;               // counts from plan::plan_group_shares (else equal)
+};
+
+// Validates `options` (including, with emulate_links, that this process runs as root, and, when
+// encrypted, that libzmq has CURVE) and computes the plan. kInvalidArgument naming the flag; kUnavailable
+// without CURVE.
+Result<BenchPlan> plan_all_reduce_bench(const BenchOptions& options);
+
+// "64MiB", "256MiB", "1GiB", "100MB", "4096B", "4096": a byte count (errors name --size).
+Result<std::uint64_t> parse_size(const std::string& text);
+
+// The most values of one part that `codec` encodes within `part_bytes` (headers included): 128 Ki floats
+// uncompressed in 512 KiB, 256 Ki in fp16, about 512 Ki in 8 bits.
+std::uint64_t part_elements_within(Codec codec, std::uint64_t part_bytes);
+
+}  // namespace dedloc::avg::bench
