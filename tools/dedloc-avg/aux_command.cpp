@@ -1,18 +1,16 @@
-// `dedloc-avg aux`: a CPU-only auxiliary peer. It has no model and no gradients; it joins the
-// run's averaging rounds with the aux role, reducing a share of every group's vector with its bandwidth, so
-// that GPU peers on thin links spend less time averaging. It learns the run's vector layout from the DHT
-// (published by the trainers) and loops round after round until SIGINT/SIGTERM.
+// `dedloc-avg aux`: a CPU-only auxiliary peer (collab::AuxPeer). It has no model and no gradients; it joins
+// the run's averaging rounds with the aux role, reducing a share of every group's vector with its bandwidth,
+// so that GPU peers on thin links spend less time averaging. It runs round after round until SIGINT/SIGTERM.
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "dedloc/avg/averager.hpp"
 #include "dedloc/cli/ready_line.hpp"
 #include "dedloc/cli/signals.hpp"
 #include "dedloc/dht/node.hpp"
 #include "dedloc/relay/relay_keeper.hpp"
-#include "dedloc/collab/progress.hpp"
+#include "dedloc/collab/aux_peer.hpp"
 #include "run_dht.hpp"
 
 namespace dedloc::avg_tool {
@@ -73,75 +71,22 @@ class AuxCommand final : public Command {
       return cli::report_failure(kTool, error(Code::kInvalidArgument, "--relay is for --client-mode"));
     }
 
-    avg::AveragerOptions options;
-    options.run_id = run_id_;
-    options.role = avg::AvgRole::kAux;
-    options.listen = client_mode_ ? "tcp://127.0.0.1:0" : listen_;
-    options.announce = keeper ? keeper->address() : announce_;
-    options.bandwidth = bandwidth_mbit_ * 1e6 / 8;
-    options.target_group_size = target_group_size_;
-    options.matchmaking_time = from_seconds(matchmaking_seconds_);
-    options.averaging_timeout = std::chrono::seconds(30);
-    if (clip_tau_ > 0) options.all_reduce.centered_clip = avg::CenteredClipOptions{clip_tau_, clip_iterations_};
-    auto averager = std::make_unique<avg::Averager>(context, dht, *identity, options);
-    if (auto started = averager->start(); !started.is_ok()) return cli::report_failure(kTool, started);
-    cli::ReadyLine{"aux", identity->peer_id(), {keeper ? options.announce : averager->endpoint()}, {{"run_id", run_id_}}}
-        .print();
-
-    auto& log = Logger::global();
-    size_t averaged = 0;
-    bool told_waiting = false;
-    while (!cli::shutdown_requested() && (rounds_ == 0 || averaged < rounds_)) {
-      if (keeper && !keeper->address().empty() && keeper->address() != options.announce) {
-        options.announce = keeper->address();
-        log.info("aux") << "now reachable at " << options.announce;
-        averager.reset();  // frees its in-process endpoint for the new one
-        averager = std::make_unique<avg::Averager>(context, dht, *identity, options);
-        if (auto started = averager->start(); !started.is_ok()) return cli::report_failure(kTool, started);
-      }
-      auto schema = avg::read_schema(dht, run_id_, Deadline::after(std::chrono::seconds(5)));
-      if (!schema || !schema->has_value()) {
-        if (!told_waiting) {
-          log.info("aux") << "waiting for a trainer of '" << run_id_ << "' to publish its vector layout"
-                          << (schema ? std::string() : ": " + schema.status().to_string());
-          told_waiting = true;
-        }
-        cli::wait_for_shutdown(std::chrono::seconds(1));
-        continue;
-      }
-      // The trainers' progress records say which epoch's gradients they will average next (the round's
-      // name: collab::gradient_round) and how many will look for a group: with all of them in, a group we
-      // lead forms at once rather than at the matchmaking deadline. Without records, plain "grad" rounds.
-      auto trainers = collab::read_progress(dht, run_id_, Deadline::after(std::chrono::seconds(2)));
-      size_t expected = 0;
-      std::string round = "grad";
-      std::uint64_t epoch = 0;
-      if (trainers && !trainers->empty()) {
-        for (const auto& t : *trainers) epoch = std::max(epoch, t.epoch);
-        expected = trainers->size() + 1;
-        round = collab::gradient_round(epoch);
-      }
-      publish_metrics(dht, epoch, averaged);
-      auto outcome = averager->step(**schema, {}, 0, expected, round);
-      if (!outcome) {
-        log.warn("aux") << "round failed: " << outcome.status().to_string();
-        cli::wait_for_shutdown(std::chrono::seconds(1));
-      } else if (outcome->group_size == 0) {
-        log.debug("aux") << "no group this round: " << outcome->why_alone;
-      } else {
-        ++averaged;
-        log.info("aux") << "reduced for a group of " << outcome->group_size
-                        << (outcome->all_reduce.banned_senders.empty()
-                                ? std::string()
-                                : ", without " + std::to_string(outcome->all_reduce.banned_senders.size()) +
-                                      " silent sender(s)");
-      }
-    }
-    if (auto withdrawn = collab::withdraw_metrics(dht, run_id_, kRecordTtl, Deadline::after(std::chrono::seconds(2)));
-        !withdrawn.is_ok()) {
-      log.debug("aux") << "withdrawing the metrics record: " << withdrawn.to_string();
-    }
-    log.info("aux") << "leaving after " << averaged << " round(s)";
+    collab::AuxPeerOptions options;
+    options.averager.run_id = run_id_;
+    options.averager.listen = client_mode_ ? "tcp://127.0.0.1:0" : listen_;
+    options.averager.announce = announce_;
+    options.averager.bandwidth = bandwidth_mbit_ * 1e6 / 8;
+    options.averager.target_group_size = target_group_size_;
+    options.averager.matchmaking_time = from_seconds(matchmaking_seconds_);
+    options.averager.averaging_timeout = std::chrono::seconds(30);
+    if (clip_tau_ > 0) options.averager.all_reduce.centered_clip = avg::CenteredClipOptions{clip_tau_, clip_iterations_};
+    options.rounds = rounds_;
+    if (keeper) options.relay_address = [&keeper] { return keeper->address(); };
+    collab::AuxPeer aux(context, dht, *identity, std::move(options));
+    if (auto started = aux.start(); !started.is_ok()) return cli::report_failure(kTool, started);
+    cli::ReadyLine{"aux", identity->peer_id(), {aux.endpoint()}, {{"run_id", run_id_}}}.print();
+    auto report = aux.run([] { return cli::shutdown_requested(); });
+    if (!report) return cli::report_failure(kTool, report.status());
     return cli::kExitOk;
   }
 
@@ -162,21 +107,6 @@ class AuxCommand final : public Command {
     return keeper;
   }
 
-  // Our metrics record, so that monitors list this peer with its role and the rounds it reduced.
-  void publish_metrics(dht::Node& dht, std::uint64_t epoch, size_t averaged) {
-    auto now = std::chrono::steady_clock::now();
-    if (now - last_metrics_ < kRecordTtl / 3) return;
-    last_metrics_ = now;
-    collab::PeerMetrics metrics;
-    metrics.role = "aux";
-    metrics.rounds = averaged;
-    metrics.epoch = epoch;
-    auto stored = collab::publish_metrics(dht, run_id_, metrics, kRecordTtl, Deadline::after(std::chrono::seconds(2)));
-    if (!stored.is_ok()) Logger::global().debug("aux") << "metrics record: " << stored.to_string();
-  }
-
-  static constexpr Duration kRecordTtl = std::chrono::seconds(30);
-  std::chrono::steady_clock::time_point last_metrics_{};
   bool client_mode_ = false;
   std::vector<std::string> relays_;
   std::string run_id_;

@@ -1,0 +1,118 @@
+#include "dedloc/collab/aux_peer.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include "dedloc/collab/progress.hpp"
+
+namespace dedloc::collab {
+
+AuxPeer::AuxPeer(zmq::context_t& context, dht::Node& dht, const crypto::Identity& identity, AuxPeerOptions options)
+    : context_(context), dht_(dht), identity_(identity), options_(std::move(options)), log_(*options_.averager.log) {
+  options_.averager.role = avg::AvgRole::kAux;
+  if (options_.relay_address) options_.averager.announce = options_.relay_address();
+}
+
+AuxPeer::~AuxPeer() = default;
+
+Status AuxPeer::start() {
+  averager_ = std::make_unique<avg::Averager>(context_, dht_, identity_, options_.averager);
+  return averager_->start();
+}
+
+std::string AuxPeer::endpoint() const {
+  if (options_.relay_address) return options_.averager.announce;
+  return averager_ ? averager_->endpoint() : std::string();
+}
+
+Result<AuxPeerReport> AuxPeer::run(const std::function<bool()>& should_stop) {
+  if (!averager_) return error(Code::kInternal, "AuxPeer::run before start()");
+  AuxPeerReport report;
+  while (!should_stop() && (options_.rounds == 0 || report.rounds < options_.rounds)) {
+    if (options_.relay_address) {
+      const std::string address = options_.relay_address();
+      if (!address.empty() && address != options_.averager.announce) {
+        options_.averager.announce = address;
+        log_.info("aux") << "now reachable at " << address;
+        averager_.reset();  // frees its in-process endpoint for the new one
+        averager_ = std::make_unique<avg::Averager>(context_, dht_, identity_, options_.averager);
+        DEDLOC_RETURN_IF_ERROR(averager_->start());
+      }
+    }
+    if (!help_one_round(report) && wait(options_.retry_interval, should_stop)) break;
+  }
+  const std::string& run_id = options_.averager.run_id;
+  if (auto withdrawn = withdraw_metrics(dht_, run_id, options_.record_ttl, Deadline::after(std::chrono::seconds(2)));
+      !withdrawn.is_ok()) {
+    log_.debug("aux") << "withdrawing the metrics record: " << withdrawn.to_string();
+  }
+  log_.info("aux") << "leaving after " << report.rounds << " round(s)";
+  return report;
+}
+
+bool AuxPeer::help_one_round(AuxPeerReport& report) {
+  const std::string& run_id = options_.averager.run_id;
+  auto schema = avg::read_schema(dht_, run_id, Deadline::after(std::chrono::seconds(5)));
+  if (!schema || !schema->has_value()) {
+    if (!told_waiting_) {
+      log_.info("aux") << "waiting for a trainer of '" << run_id << "' to publish its vector layout"
+                       << (schema ? std::string() : ": " + schema.status().to_string());
+      told_waiting_ = true;
+    }
+    return false;
+  }
+  // The trainers' progress records say which epoch's gradients they will average next (the round's name:
+  // gradient_round) and how many will look for a group: with all of them in, a group we lead forms at once
+  // rather than at the matchmaking deadline. Without records, plain "grad" rounds.
+  auto trainers = read_progress(dht_, run_id, Deadline::after(std::chrono::seconds(2)));
+  size_t expected = 0;
+  std::string round = "grad";
+  std::uint64_t epoch = 0;
+  if (trainers && !trainers->empty()) {
+    for (const auto& t : *trainers) epoch = std::max(epoch, t.epoch);
+    expected = trainers->size() + 1;
+    round = gradient_round(epoch);
+  }
+  publish_metrics(epoch, report.rounds);
+  auto outcome = averager_->step(**schema, {}, 0, expected, round);
+  if (!outcome) {
+    log_.warn("aux") << "round failed: " << outcome.status().to_string();
+    return false;
+  }
+  if (outcome->group_size == 0) {
+    log_.debug("aux") << "no group this round: " << outcome->why_alone;
+    return true;
+  }
+  ++report.rounds;
+  log_.info("aux") << "reduced for a group of " << outcome->group_size
+                   << (outcome->all_reduce.banned_senders.empty()
+                           ? std::string()
+                           : ", without " + std::to_string(outcome->all_reduce.banned_senders.size()) +
+                                 " silent sender(s)");
+  return true;
+}
+
+// Our metrics record, so that monitors list this peer with its role and the rounds it reduced.
+void AuxPeer::publish_metrics(std::uint64_t epoch, size_t rounds) {
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_metrics_ < options_.record_ttl / 3) return;
+  last_metrics_ = now;
+  PeerMetrics metrics;
+  metrics.role = "aux";
+  metrics.rounds = rounds;
+  metrics.epoch = epoch;
+  auto stored = collab::publish_metrics(dht_, options_.averager.run_id, metrics, options_.record_ttl,
+                                        Deadline::after(std::chrono::seconds(2)));
+  if (!stored.is_ok()) log_.debug("aux") << "metrics record: " << stored.to_string();
+}
+
+bool AuxPeer::wait(Duration duration, const std::function<bool()>& should_stop) const {
+  const Deadline deadline = Deadline::after(duration);
+  while (!deadline.passed()) {
+    if (should_stop()) return true;
+    std::this_thread::sleep_for(std::min<Duration>(deadline.remaining(), std::chrono::milliseconds(50)));
+  }
+  return should_stop();
+}
+
+}  // namespace dedloc::collab
