@@ -38,29 +38,38 @@ void fill_synthetic(std::span<float> vector, float factor) {
 SyntheticCheck check_and_refill(std::span<float> vector, double mean, float own) {
   const float m = static_cast<float>(mean);
   Float4 worst4 = {0, 0, 0, 0}, scale4 = {0, 0, 0, 0};
+  // NaN is noted apart: a max over NaN keeps whichever operand the comparison picks, so a later finite
+  // error in the same lane would replace it.
+  Int4 nan4 = {0, 0, 0, 0};
   auto abs4 = [](Float4 x) { return x < 0 ? -x : x; };
   size_t k = 0;
   for (; k + 4 <= vector.size(); k += 4) {
     const Float4 g = pattern4(k);
     const Float4 expected = m * g;
     const Float4 error = abs4(float_ops::load4(&vector[k]) - expected);
-    worst4 = error <= worst4 ? worst4 : error;  // NaN compares false: it is kept
+    nan4 |= error != error;
+    worst4 = error <= worst4 ? worst4 : error;
     scale4 = abs4(expected) <= scale4 ? scale4 : abs4(expected);
     float_ops::store4(&vector[k], own * g);
   }
+  bool nan = false;
   double worst = 0, scale = 0;
   auto keep = [&](double error, double expected) {
+    nan = nan || std::isnan(error);
     worst = error <= worst ? worst : error;
     scale = std::max(scale, expected);
   };
-  for (int lane = 0; lane < 4; ++lane) keep(worst4[lane], scale4[lane]);
+  for (int lane = 0; lane < 4; ++lane) {
+    nan = nan || nan4[lane] != 0;
+    keep(worst4[lane], scale4[lane]);
+  }
   for (; k < vector.size(); ++k) {
     const float g = pattern(k);
     keep(std::abs(vector[k] - m * g), std::abs(m * g));
     vector[k] = own * g;
   }
   SyntheticCheck check;
-  check.max_abs_error = std::isfinite(worst) ? worst : std::numeric_limits<double>::infinity();
+  check.max_abs_error = !nan && std::isfinite(worst) ? worst : std::numeric_limits<double>::infinity();
   check.scale = scale;
   return check;
 }
