@@ -6,8 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dedloc/crypto/access_token.hpp"
-#include "dedloc/dht/node.hpp"
-#include "dedloc/dht/revocations.hpp"
+#include "dedloc/dht/revoke_access.hpp"
 
 namespace dedloc::tools {
 
@@ -116,39 +115,17 @@ int revoke_token(const TokenIssueOptions& o, const cli::CommonFlags& common) {
   if (!peer) return cli::report_failure(kTool, peer.status());
   auto peers = cli::peer_addresses(common, o.initial_peers, "--initial-peers");
   if (!peers) return cli::report_failure(kTool, peers.status());
-  if (peers->empty()) {
-    return cli::report_failure(kTool, error(Code::kInvalidArgument, "--initial-peers ADDR is required: a node of the run"));
-  }
-  // The authority takes part as itself, with a token it signs for its own key for this one command.
-  const double now = SystemClock::instance().unix_seconds();
-  auto own_token = crypto::AccessToken::issue(*authority, authority->public_key(), "authority",
-                                              static_cast<std::uint64_t>(now + 3600));
-  if (!own_token) return cli::report_failure(kTool, own_token.status());
-  auto access = net::AccessControl::create(*authority, {.authority = authority->public_key(), .token = *own_token});
-  if (!access) return cli::report_failure(kTool, access.status());
-  dht::NodeOptions options;
-  options.socket.access = *access;
-  options.revocation_refresh = Duration::zero();
   zmq::context_t context;
-  const auto deadline = Deadline::after(from_seconds(o.timeout_seconds));
-  auto node = dht::join_as_client(context, *authority, *peers, deadline, {}, options);
-  if (!node) return cli::report_failure(kTool, node.status());
-  auto listed = dht::read_revocations(**node, authority->public_key(), deadline);
-  if (!listed) return cli::report_failure(kTool, listed.status().with_context("reading the revocation list"));
-  std::set<crypto::PublicKey> revoked = listed->value_or(std::set<crypto::PublicKey>{});
-  revoked.insert(*peer);
-  // The DHT keeps a value 30 days at most; a day's margin for clocks.
-  constexpr double kListTtl = 29 * 86400.0;
-  if (auto published = dht::publish_revocations(**node, revoked, kListTtl, deadline); !published.is_ok()) {
-    return cli::report_failure(kTool, published.with_context("publishing the revocation list"));
-  }
+  auto revoked = dht::revoke_access(context, *authority, *peer, *peers, Deadline::after(from_seconds(o.timeout_seconds)));
+  if (!revoked) return cli::report_failure(kTool, revoked.status());
   const std::string peer_id = crypto::PeerId::from_public_key(*peer).to_string();
   if (common.json) {
-    std::cout << nlohmann::json{{"revoked", peer_id}, {"listed", revoked.size()}, {"list_expires", now + kListTtl}}.dump()
+    std::cout << nlohmann::json{{"revoked", peer_id}, {"listed", revoked->listed}, {"list_expires", revoked->list_expires}}
+                     .dump()
               << "\n";
   } else {
-    std::cout << "revoked " << peer_id << "; the list holds " << revoked.size() << " key(s) until "
-              << format_utc(now + kListTtl) << " (run again, or re-publish monthly, to keep it)\n"
+    std::cout << "revoked " << peer_id << "; the list holds " << revoked->listed << " key(s) until "
+              << format_utc(revoked->list_expires) << " (run again, or re-publish monthly, to keep it)\n"
               << "peers of the run refuse it once they read the list (every 30 s by default)\n";
   }
   return cli::kExitOk;
