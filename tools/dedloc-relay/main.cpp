@@ -4,21 +4,19 @@
 //                      [--max-peers N] [--max-circuits N] [--max-rate MIB_PER_S] [--max-total GIB] [--idle S]
 //
 // Prints a ready line with its address (tcp://HOST:PORT/k/RELAYKEY) and, with --initial-peers, lists itself
-// in the DHT so that client-mode peers find it without configuration. Runs until SIGINT/SIGTERM.
+// in the DHT so that client-mode peers find it without configuration (relay::ListedRelay). Runs until
+// SIGINT/SIGTERM.
 #include <iostream>
 
 #include "dedloc/cli/app.hpp"
 #include "dedloc/cli/ready_line.hpp"
 #include "dedloc/cli/signals.hpp"
-#include "dedloc/dht/node.hpp"
-#include "dedloc/relay/relay_directory.hpp"
-#include "dedloc/relay/relay_server.hpp"
+#include "dedloc/relay/listed_relay.hpp"
 
 namespace {
 
 using namespace dedloc;
 constexpr std::string_view kTool = "dedloc-relay";
-constexpr Duration kListingTtl = std::chrono::seconds(60);
 
 struct Options {
   std::string listen = "tcp://0.0.0.0:0";
@@ -39,50 +37,19 @@ int serve(const Options& o, const cli::CommonFlags& common) {
   cli::install_shutdown_handlers();
 
   zmq::context_t context;
-  relay::RelayOptions options;
-  options.listen = o.listen;
-  options.limits.max_peers = o.max_peers;
-  options.limits.max_circuits = o.max_circuits;
-  options.limits.bytes_per_second = o.max_rate_mib * (1 << 20);
-  options.limits.max_total_bytes = static_cast<std::uint64_t>(o.max_total_gib * (1ull << 30));
-  options.limits.idle = from_seconds(o.idle_seconds);
-  relay::RelayServer server(context, *identity, options);
-  if (auto started = server.start(); !started.is_ok()) return cli::report_failure(kTool, started);
-  std::string toward;  // our address as the first initial peer would see it
-  if (!peers->empty()) {
-    if (auto host = net::parse_tcp_endpoint(peers->front().endpoint)) toward = host->host;
-  }
-  net::PeerAddress self{o.announce.empty() ? net::dialable_endpoint(server.endpoint(), toward)
-                                           : net::advertised_endpoint(o.announce, net::TransportKeys::process_default().get()),
-                        identity->peer_id()};
-
-  // Listed in the DHT through a client-mode node (it serves no records), refreshed every ttl/3.
-  std::unique_ptr<dht::Node> node;
-  if (!peers->empty()) {
-    auto joined = dht::join_as_client(context, *identity, *peers, Deadline::after(std::chrono::seconds(10)),
-                                      relay::add_relay_schema);
-    if (!joined) return cli::report_failure(kTool, joined.status());
-    node = std::move(*joined);
-  }
-  cli::ReadyLine{"relay", identity->peer_id(), {self.to_string()}, {}}.print();
-  auto& log = Logger::global();
-  log.info("relay") << "serving on " << server.endpoint() << " as " << self.to_string()
-                    << (node ? ", listed in the DHT" : " (not listed: no --initial-peers)");
-  auto next_listing = std::chrono::steady_clock::now();
-  while (!cli::shutdown_requested()) {
-    if (node && std::chrono::steady_clock::now() >= next_listing) {
-      auto stats = server.stats();
-      auto listed = relay::advertise_relay(*node, {self, stats.attached, o.max_peers}, kListingTtl,
-                                           Deadline::after(std::chrono::seconds(5)));
-      if (!listed.is_ok()) log.warn("relay") << "listing in the DHT: " << listed.to_string();
-      next_listing = std::chrono::steady_clock::now() + kListingTtl / 3;
-    }
-    cli::wait_for_shutdown(std::chrono::seconds(1));
-  }
-  auto stats = server.stats();
-  log.info("relay") << "stopping: " << stats.attaches << " attach(es), " << stats.forwarded << " request(s) and "
-                    << stats.bytes << " bytes relayed, " << stats.refused << " refused";
-  server.stop();
+  relay::ListedRelayOptions options;
+  options.relay.listen = o.listen;
+  options.relay.limits.max_peers = o.max_peers;
+  options.relay.limits.max_circuits = o.max_circuits;
+  options.relay.limits.bytes_per_second = o.max_rate_mib * (1 << 20);
+  options.relay.limits.max_total_bytes = static_cast<std::uint64_t>(o.max_total_gib * (1ull << 30));
+  options.relay.limits.idle = from_seconds(o.idle_seconds);
+  options.announce = o.announce;
+  options.initial_peers = std::move(*peers);
+  relay::ListedRelay relay(context, *identity, std::move(options));
+  if (auto started = relay.start(); !started.is_ok()) return cli::report_failure(kTool, started);
+  cli::ReadyLine{"relay", identity->peer_id(), {relay.address().to_string()}, {}}.print();
+  (void)relay.run([] { return cli::shutdown_requested(); });
   return cli::kExitOk;
 }
 
