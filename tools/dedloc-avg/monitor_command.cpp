@@ -1,8 +1,6 @@
 // `dedloc-avg monitor`: follows a run from its DHT records and shows it: a live dashboard, /metrics for
 // Prometheus, /api/state, and a history in CSV/JSONL (lib/dedloc/monitor/). Runs until SIGINT/SIGTERM.
-#include <iomanip>
 #include <iostream>
-#include <sstream>
 
 #include "commands.hpp"
 #include "dedloc/cli/ready_line.hpp"
@@ -15,16 +13,6 @@ namespace dedloc::avg_tool {
 namespace {
 
 constexpr std::string_view kTool = "dedloc-avg";
-
-std::string describe(const monitor::SwarmView& v) {
-  std::ostringstream line;
-  line << "epoch " << v.epoch << ": " << v.alive() << " peer(s) (" << v.trainers << " trainer, " << v.clients
-       << " client, " << v.aux << " aux), " << std::fixed << std::setprecision(1) << v.samples_per_second
-       << " samples/s";
-  if (v.mean_loss) line << ", loss " << std::setprecision(4) << *v.mean_loss;
-  if (v.eta_seconds) line << ", next step in " << std::setprecision(1) << *v.eta_seconds << " s";
-  return line.str();
-}
 
 class MonitorCommand final : public Command {
  public:
@@ -71,20 +59,9 @@ class MonitorCommand final : public Command {
     auto& log = Logger::global();
     if (serving) log.info("monitor") << "dashboard at " << extra["http"] << " (also /metrics, /api/state)";
 
-    bool failing = false;  // say so once per outage, not once per poll
-    while (!cli::shutdown_requested()) {
-      auto polled = monitor.poll(Deadline::after(std::chrono::seconds(10)));
-      if (!polled && !failing) log.warn("monitor") << polled.status().to_string();
-      if (polled && failing) log.info("monitor") << "reading the run's records again";
-      failing = !polled;
-      if (polled && *polled) {
-        log.info("monitor") << describe(monitor.view());
-        if (common.json) {
-          std::cout << monitor::state_json(run_id_, monitor.view(), monitor.counters()) << std::endl;
-        }
-      }
-      cli::wait_for_shutdown(from_seconds(interval_seconds_));
-    }
+    monitor.run([] { return cli::shutdown_requested(); }, from_seconds(interval_seconds_), [&] {
+      if (common.json) std::cout << monitor::state_json(run_id_, monitor.view(), monitor.counters()) << std::endl;
+    });
     dashboard.stop();
     log.info("monitor") << "stopped";
     return cli::kExitOk;

@@ -1,5 +1,10 @@
 #include "dedloc/monitor/monitor.hpp"
 
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
+#include <thread>
+
 #include "dedloc/collab/progress.hpp"
 
 namespace dedloc::monitor {
@@ -34,6 +39,35 @@ void Monitor::publish() {
   dashboard_->publish({.state_json = state_json(run_id_, view_, counters_),
                        .history_json = history_.to_json(),
                        .metrics_text = metrics_text(run_id_, view_, counters_)});
+}
+
+std::string summary_line(const SwarmView& v) {
+  std::ostringstream line;
+  line << "epoch " << v.epoch << ": " << v.alive() << " peer(s) (" << v.trainers << " trainer, " << v.clients
+       << " client, " << v.aux << " aux), " << std::fixed << std::setprecision(1) << v.samples_per_second
+       << " samples/s";
+  if (v.mean_loss) line << ", loss " << std::setprecision(4) << *v.mean_loss;
+  if (v.eta_seconds) line << ", next step in " << std::setprecision(1) << *v.eta_seconds << " s";
+  return line.str();
+}
+
+void Monitor::run(const std::function<bool()>& should_stop, Duration interval, const std::function<void()>& on_row) {
+  Logger& log = Logger::global();
+  bool failing = false;  // say so once per outage, not once per poll
+  while (!should_stop()) {
+    auto polled = poll(Deadline::after(std::chrono::seconds(10)));
+    if (!polled && !failing) log.warn("monitor") << polled.status().to_string();
+    if (polled && failing) log.info("monitor") << "reading the run's records again";
+    failing = !polled;
+    if (polled && *polled) {
+      log.info("monitor") << summary_line(view_);
+      if (on_row) on_row();
+    }
+    const Deadline next = Deadline::after(interval);
+    while (!next.passed() && !should_stop()) {
+      std::this_thread::sleep_for(std::min<Duration>(next.remaining(), std::chrono::milliseconds(50)));
+    }
+  }
 }
 
 }  // namespace dedloc::monitor

@@ -4,6 +4,7 @@
 // DeDLOC's public runs.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "dedloc/core/clock.hpp"
@@ -16,6 +17,9 @@
 
 namespace dedloc::monitor {
 
+// "epoch 12: 3 peer(s) (2 trainer, 0 client, 1 aux), 512.0 samples/s, loss 1.2345, next step in 3.5 s".
+std::string summary_line(const SwarmView& view);
+
 class Monitor {
  public:
   // `dashboard` may be null (no --http); it must outlive the monitor.
@@ -25,6 +29,11 @@ class Monitor {
   // gained a row. The DHT's error when the read failed (the last view stays, and the failure is counted); a
   // history write error otherwise.
   Result<bool> poll(Deadline deadline);
+
+  // Polls every `interval` until `should_stop` says so (asked every 50 ms). Each new history row is logged
+  // as summary_line(view()) and handed to `on_row` (the tool prints it as JSON); a failing read is logged
+  // once per outage, not once per poll.
+  void run(const std::function<bool()>& should_stop, Duration interval, const std::function<void()>& on_row = {});
 
   const SwarmView& view() const { return view_; }
   const MonitorCounters& counters() const { return counters_; }
