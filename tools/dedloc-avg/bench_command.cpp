@@ -43,7 +43,9 @@ class BenchCommand final : public Command {
     sub->add_option("--window", o_.window, "parts in flight to each reducer")->capture_default_str();
     sub->add_option("--max-in-flight", o_.max_in_flight, "parts in flight to all reducers together (0: no cap)")
         ->capture_default_str();
-    sub->add_option("--part-kib", o_.part_kib, "KiB per part on the wire, after compression")->capture_default_str();
+    sub->add_option("--part-kib", o_.part_kib,
+                    "KiB of float32 per part, the part grid training uses for that size (a codec sends less)")
+        ->capture_default_str();
     sub->add_option("--bandwidths", o_.bandwidths, "each peer's bandwidth (1Gbit,100Mbit,...): shares from the planner")
         ->delimiter(',');
     sub->add_flag("--uniform", o_.uniform, "equal shares even with --bandwidths (to compare with the planner's)");

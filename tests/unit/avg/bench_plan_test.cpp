@@ -27,17 +27,22 @@ TEST_CASE("Bench plan: sizes parse with their units, and nonsense names --size",
   }
 }
 
-TEST_CASE("Bench plan: a part holds as many values as its codec fits in the budget", "[unit][avg][bench]") {
+TEST_CASE("Bench plan: the part grid is training's for the same budget, whatever the codec", "[unit][avg][bench]") {
   for (const char* name : {"none", "fp16", "scaled-fp16", "uint8", "blockwise8"}) {
-    const avg::Codec codec = *avg::parse_codec(name);
-    for (std::uint64_t budget : {std::uint64_t{1024}, std::uint64_t{512} * 1024}) {
-      INFO(avg::codec_name(codec) << " in " << budget << " bytes");
-      const std::uint64_t n = part_elements_within(codec, budget);
-      CHECK(avg::encoded_bytes(codec, static_cast<size_t>(n)) <= budget);
-      CHECK(avg::encoded_bytes(codec, static_cast<size_t>(n) + 1) > budget);
-    }
+    INFO(name);
+    BenchOptions options;
+    options.size = "4MiB";
+    options.codec = name;
+    options.encrypted = false;
+    auto plan = plan_all_reduce_bench(options);
+    REQUIRE(plan.is_ok());
+    CHECK(plan->part_elements == avg::default_part_elements());  // 512 KiB: 128 Ki values
+    options.part_kib = 64;
+    plan = plan_all_reduce_bench(options);
+    REQUIRE(plan.is_ok());
+    CHECK(plan->part_elements == avg::part_elements_for(avg::kPartGridCodec, 64 * 1024));
+    CHECK(plan->part_elements == 16 * 1024);
   }
-  CHECK(part_elements_within(avg::Codec::kNone, 512 * 1024) == 128 * 1024);
 }
 
 TEST_CASE("Bench plan: equal shares, planner shares, and refusals naming their flag", "[unit][avg][bench]") {

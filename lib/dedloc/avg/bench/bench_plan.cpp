@@ -30,21 +30,6 @@ Result<std::uint64_t> parse_size(const std::string& text) {
   return error(Code::kInvalidArgument, "--size '" + text + "': expected a positive size such as 64MiB, 256MiB, 1GiB or 100MB");
 }
 
-std::uint64_t part_elements_within(Codec codec, std::uint64_t part_bytes) {
-  std::uint64_t elements = part_bytes / sizeof(float);
-  while (encoded_bytes(codec, static_cast<size_t>(elements) * 2) <= part_bytes) elements *= 2;
-  if (encoded_bytes(codec, static_cast<size_t>(elements) + 1) <= part_bytes) {
-    // The largest count that fits, between this one and twice it.
-    std::uint64_t low = elements + 1, high = 2 * elements;
-    while (low < high) {
-      const std::uint64_t mid = (low + high + 1) / 2;
-      if (encoded_bytes(codec, static_cast<size_t>(mid)) <= part_bytes) low = mid; else high = mid - 1;
-    }
-    elements = low;
-  }
-  return elements;
-}
-
 Result<BenchPlan> plan_all_reduce_bench(const BenchOptions& o) {
   auto usage = [](const std::string& why) { return error(Code::kInvalidArgument, why); };
   BenchPlan plan;
@@ -63,7 +48,7 @@ Result<BenchPlan> plan_all_reduce_bench(const BenchOptions& o) {
   auto codec = parse_codec(o.codec);
   if (!codec) return codec.status().with_context("--codec");
   plan.codec = *codec;
-  plan.part_elements = part_elements_within(plan.codec, std::uint64_t{o.part_kib} * 1024);
+  plan.part_elements = part_elements_for(kPartGridCodec, std::uint64_t{o.part_kib} * 1024);
   if (!o.bandwidths.empty()) {
     if (o.bandwidths.size() != o.peers) {
       return usage("--bandwidths needs one rate per peer (" + std::to_string(o.peers) + "), got " +

@@ -9,6 +9,7 @@
 
 #include "dedloc/avg/all_reduce.hpp"
 #include "dedloc/avg/codec.hpp"
+#include "dedloc/avg/defaults.hpp"
 
 namespace dedloc::avg::bench {
 
@@ -19,7 +20,7 @@ struct BenchOptions {
   size_t rounds = 5;                                        // timed rounds, after one warm-up round
   size_t window = AllReduceOptions{}.window;                // parts in flight per reducer
   size_t max_in_flight = AllReduceOptions{}.max_in_flight;  // parts in flight in all (0: no cap)
-  size_t part_kib = 512;                                    // KiB per part on the wire, after compression
+  size_t part_kib = 512;  // KiB of float32 per part: the part grid, sized as training sizes it (plan below)
   std::vector<std::string> bandwidths;  // per peer ("1Gbit", "100Mbit"): planner shares
   bool uniform = false;                 // equal shares even when bandwidths are given
   bool emulate_links = false;           // limit each peer's link to its bandwidth (emulated_links.hpp; root)
@@ -31,6 +32,9 @@ struct BenchOptions {
 struct BenchPlan {
   std::uint64_t bytes = 0;
   std::uint64_t elements = 0;
+  // The part grid exactly as training cuts its vector for the same budget, whatever the codec:
+  // avg::part_elements_for(avg::kPartGridCodec, part_kib KiB), 128 Ki values for 512 KiB
+  // (avg::default_part_elements()); a codec then sends each part smaller.
   std::uint64_t part_elements = 0;
   Codec codec = Codec::kNone;
   std::vector<double> rates;          // bytes/s per peer, when bandwidths were given
@@ -45,9 +49,5 @@ Result<BenchPlan> plan_all_reduce_bench(const BenchOptions& options);
 
 // "64MiB", "256MiB", "1GiB", "100MB", "4096B", "4096": a byte count (errors name --size).
 Result<std::uint64_t> parse_size(const std::string& text);
-
-// The most values of one part that `codec` encodes within `part_bytes` (headers included): 128 Ki floats
-// uncompressed in 512 KiB, 256 Ki in fp16, about 512 Ki in 8 bits.
-std::uint64_t part_elements_within(Codec codec, std::uint64_t part_bytes);
 
 }  // namespace dedloc::avg::bench
