@@ -309,7 +309,7 @@ TEST_CASE("All-reduce: parts for a round expected here are held until it starts,
 
 TEST_CASE("Centered clip: a member sending its gradient scaled by 1e6 moves each part's average by at most tau",
           "[net][avg]") {
-  // Issue 7: four members average; member 3 is poisoned (its honest vector times 1e6). Honest vectors are
+  // Robust aggregation: four members average; member 3 is poisoned (its honest vector times 1e6). Honest vectors are
   // one gradient plus small per-peer noise, so no honest contribution is clipped (per part they lie ≈ 0.3
   // apart, tau is 1). Without the clip the plain mean is ruined; with it every part of every member's
   // result lies within tau of the honest members' mean.

@@ -1,4 +1,4 @@
-// Issue 8's export "must show", with real processes: `dedloc-avg export` runs again and again while
+// Checkpoint export, with real processes: `dedloc-avg export` runs again and again while
 // trainers are SIGKILLed and new ones join; every checkpoint it leaves loads and holds finite weights. Then
 // export is SIGKILLed in the middle of writing a checkpoint (caught by inotify the moment its temporary
 // file appears): no partial file ever carries a final name, and the next run cleans up and succeeds. A

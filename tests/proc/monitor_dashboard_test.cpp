@@ -1,4 +1,4 @@
-// Issue 8's dashboard "must show", with real processes: a local collaboration (a DHT bootstrap node, two
+// The monitor's dashboard, with real processes: a local collaboration (a DHT bootstrap node, two
 // dedloc-train peers, a dedloc-avg aux peer) and `dedloc-avg monitor`; Debian's Chromium loads the
 // dashboard headless, the test checks the page it rendered lists the live peers and shows a loss, and saves
 // a screenshot. /metrics is read by the strict parser here and by Prometheus' own Python parser; the history

@@ -1,4 +1,4 @@
-// Issue 6's test network (scripts/nat-topology): a public namespace and two homes behind NAT routers, proven
+// The NAT test network (scripts/nat-topology): a public namespace and two homes behind NAT routers, proven
 // real with dedloc-dht processes. Dialling out of a home works (and the public node sees the router's
 // address, not the home's); dialling into a home fails from the internet and from the other home, and even
 // with a route into the home's LAN the router's firewall drops the connection (opened, the same dial works).

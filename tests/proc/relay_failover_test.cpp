@@ -1,4 +1,4 @@
-// Issue 6's relay failover with real processes on loopback: a client-mode dedloc-train attached to one of two
+// Relay failover with real processes on loopback: a client-mode dedloc-train attached to one of two
 // dedloc-relay processes notices when that relay is SIGKILLed, attaches to the other (found in the DHT) and
 // advertises itself there: with the public trainer gone too, `dedloc-avg export` downloads the state from
 // the client peer through the second relay.

@@ -1,4 +1,4 @@
-// Issue 6's "must show" behind real NAT (scripts/nat-topology): the public namespace runs the DHT bootstrap
+// Relays behind real NAT (scripts/nat-topology): the public namespace runs the DHT bootstrap
 // node, a dedloc-relay and a public trainer; each home, behind its own NAT router, runs a client-mode
 // trainer that finds the relay in the DHT. They train together (the clients' gradients are averaged with
 // the public peer's), and once the public trainer is SIGKILLed, the run's state is downloaded from a

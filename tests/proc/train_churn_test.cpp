@@ -1,4 +1,4 @@
-// Issue 5's churn "must show", with real processes: three dedloc-train peers on recipes/mlp.yaml; one is
+// Churn, with real processes: three dedloc-train peers on recipes/mlp.yaml; one is
 // SIGKILLed in the middle of an epoch, a fourth joins later. The newcomer downloads the swarm's state and
 // ends at the same epoch as the survivors; the run keeps stepping through both events; the loss keeps
 // falling; nothing is ever non-finite.

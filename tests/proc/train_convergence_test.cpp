@@ -1,4 +1,4 @@
-// Issue 5's convergence "must show": the shipped ALBERT and SwAV recipes, run collaboratively by two
+// Convergence: the shipped ALBERT and SwAV recipes, run collaboratively by two
 // dedloc-train processes on CPU for a fixed number of global steps, lower their loss by a stated margin.
 // The numbers are printed (WARN) and recorded in bench/README.md.
 #include <cmath>

@@ -1,4 +1,4 @@
-// Issue 7 with the trainer: a private run's members (a dedloc-dht bootstrap and two dedloc-train peers, each
+// A private run with the trainer: a private run's members (a dedloc-dht bootstrap and two dedloc-train peers, each
 // with a token of the run's authority) train together, every message sealed and checked; a trainer without
 // a token cannot join and says why.
 #include <catch2/catch.hpp>

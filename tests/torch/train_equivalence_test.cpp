@@ -1,4 +1,4 @@
-// Issue 5's "must show": two collaborating dedloc-train processes compute large-batch SGD exactly. The
+// Equivalence: two collaborating dedloc-train processes compute large-batch SGD exactly. The
 // peers log which samples they put into each global step; this test replays those steps in one process
 // (the same model, the same samples per step, the mean gradient over them, the same optimizer) and checks
 // that the peers' final parameters equal the replay's.
