@@ -2,8 +2,8 @@
 // built from them: progress and metrics records (collab/progress.hpp), the record validator with every
 // family's schema (dht/validator.hpp, record_schema.hpp) and owner signatures (dht/record.hpp), relay
 // listings (relay/relay_directory.hpp), donor records (avg/state_transfer.hpp), the averaged vector's
-// schema record (avg/averager.hpp), and the monitor's picture of a swarm (monitor/swarm_view.hpp,
-// exposition.hpp).
+// schema record (avg/averager.hpp), all encoded by the record catalogue (wire/records.hpp), and the
+// monitor's picture of a swarm (monitor/swarm_view.hpp, exposition.hpp).
 //
 // Input: a selector byte, then (fuzz_target.hpp's Input: "prefixed" is a length byte and that many bytes)
 //   0  progress value (the rest)     decode_progress; accepted: re-encodes to the same record, which the
@@ -12,7 +12,7 @@
 //   2  flags, subkey (prefixed), value (the rest)   parse_relay_listing; accepted: its address names the
 //                                    owner, and the listing re-encoded parses the same
 //   3  subkey (prefixed), value (the rest)          parse_donor; accepted: re-encoded parses the same
-//   4  schema value (the rest)       decode_schema; accepted: re-encodes to the same
+//   4  schema value (the rest)       decode_vector_schema; accepted: re-encodes to the same
 //   5  a whole entry: flags, key name (prefixed), subkey (prefixed), expiration, signature (prefixed), value
 //      (the rest), validated as a store would be; flags can make the key a record family, put the fixed
 //      identity's owner marker in the subkey and sign the entry with it (fixtures.hpp), so that the
@@ -26,7 +26,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dedloc/avg/averager.hpp"
 #include "dedloc/avg/state_transfer.hpp"
 #include "dedloc/dht/record.hpp"
 #include "dedloc/dht/validator.hpp"
@@ -35,7 +34,7 @@
 #include "dedloc/monitor/swarm_view.hpp"
 #include "dedloc/relay/relay_directory.hpp"
 #include "dedloc/collab/progress.hpp"
-#include "dedloc/wire/map_codec.hpp"
+#include "dedloc/wire/records.hpp"
 #include "fuzz/fixtures.hpp"
 #include "fuzz/fuzz_target.hpp"
 
@@ -100,9 +99,8 @@ void relay_listing(fuzz::Input& in) {
   DEDLOC_FUZZ_CHECK(owner.is_ok() && owner->has_value() && listing->address.peer_id);
   DEDLOC_FUZZ_CHECK(*listing->address.peer_id ==
                     crypto::PeerId::from_public_key(ByteSpan((*owner)->data(), (*owner)->size())));
-  wire::MapWriter value;
-  value.put("addr", listing->address.to_string()).put("peers", listing->peers).put("max", listing->max_peers);
-  auto again = relay::parse_relay_listing(found(value.to_bytes(), subkey));
+  Bytes value = wire::encode_relay_listing({listing->address.to_string(), listing->peers, listing->max_peers});
+  auto again = relay::parse_relay_listing(found(value, subkey));
   DEDLOC_FUZZ_CHECK(again.is_ok() && again->address.to_string() == listing->address.to_string() &&
                     again->peers == listing->peers && again->max_peers == listing->max_peers);
 }
@@ -112,13 +110,8 @@ void donor(fuzz::Input& in) {
   auto d = avg::parse_donor(found(to_bytes(in.rest()), subkey));
   if (!d) return;
   DEDLOC_FUZZ_CHECK(!d->address.endpoint.empty() && d->expiration == fuzz::kRecordsNow + 60);
-  wire::MapWriter value;  // as advertise_donor writes it
-  value.put("ep", std::string_view(d->address.endpoint))
-      .put("epoch", d->epoch)
-      .put("load", d->downloads)
-      .put("max", d->max_downloads)
-      .put("prio", d->priority);
-  auto again = avg::parse_donor(found(value.to_bytes(), subkey));
+  Bytes value = wire::encode_donor({d->address.endpoint, d->epoch, d->downloads, d->max_downloads, d->priority});
+  auto again = avg::parse_donor(found(value, subkey));
   DEDLOC_FUZZ_CHECK(again.is_ok() && again->address.endpoint == d->address.endpoint &&
                     again->address.peer_id == d->address.peer_id && again->epoch == d->epoch &&
                     again->downloads == d->downloads && again->max_downloads == d->max_downloads);
@@ -126,11 +119,9 @@ void donor(fuzz::Input& in) {
 }
 
 void vector_schema(ByteSpan value) {
-  auto schema = avg::decode_schema(value);
+  auto schema = wire::decode_vector_schema(value);
   if (!schema) return;
-  wire::MapWriter out;  // as publish_schema writes it
-  out.put_binary("hash", schema->hash).put("len", schema->length);
-  auto again = avg::decode_schema(out.to_bytes());
+  auto again = wire::decode_vector_schema(wire::encode_vector_schema(*schema));
   DEDLOC_FUZZ_CHECK(again.is_ok() && again->hash == schema->hash && again->length == schema->length);
 }
 

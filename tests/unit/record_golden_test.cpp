@@ -1,5 +1,6 @@
-// Golden bytes of every DHT record family and every binary frame: the exact encoding of a fixed value, and
-// that those bytes decode back to it. Records live in DHTs and fuzz corpora longer than any one version of
+// Golden bytes of every DHT record family (the catalogue, wire/records.hpp) and every binary frame: the
+// exact encoding of a fixed value, and that those bytes decode back to it (through the catalogue, and
+// through the reader each family's module uses). Records live in DHTs and fuzz corpora longer than any one version of
 // the code, so a failure here means peers already running would stop reading each other; changes are only
 // allowed as the compatibility rules of docs/wire-protocol.md say, never by accident. Signed things use
 // identities from fixed seeds (ed25519 signatures are deterministic), so their bytes are fixed too.
@@ -7,16 +8,14 @@
 
 #include <array>
 
-#include "dedloc/avg/averager.hpp"
 #include "dedloc/avg/state_transfer.hpp"
 #include "dedloc/collab/progress.hpp"
 #include "dedloc/crypto/access_token.hpp"
 #include "dedloc/dht/record.hpp"
-#include "dedloc/dht/revocations.hpp"
 #include "dedloc/dht/validator.hpp"
 #include "dedloc/relay/relay_directory.hpp"
 #include "dedloc/wire/auth_frame.hpp"
-#include "dedloc/wire/map_codec.hpp"
+#include "dedloc/wire/records.hpp"
 #include "dedloc/wire/relay_frames.hpp"
 
 using namespace dedloc;
@@ -67,18 +66,17 @@ TEST_CASE("Golden keys and subkeys of every record family", "[unit][wire][golden
   const crypto::Identity owner = identity_from(0x11);
   REQUIRE(hex(owner.public_key()) == kKey11);
   REQUIRE(hex(identity_from(0x22).public_key()) == kKey22);
-  CHECK(dht::owner_marker(owner.public_key()) == "[owner:" + kOwnerHex + "]");
-  CHECK(collab::progress_key("run1") == "run1_progress");
-  CHECK(collab::metrics_key("run1") == "run1_metrics");
-  CHECK(avg::donors_key("run1") == "run1_donors");
-  CHECK(avg::schema_key("run1") == "run1_grad_schema");
-  CHECK(relay::kRelaysKey == "dedloc_relays");
-  CHECK(dht::revocation_key(owner.public_key()) == "dedloc_revocations[owner:" + kOwnerHex + "]");
-  CHECK(collab::gradient_round(12) == "grad.12");
+  CHECK(wire::owner_marker(owner.public_key()) == "[owner:" + kOwnerHex + "]");
+  CHECK(wire::progress_key("run1") == "run1_progress");
+  CHECK(wire::metrics_key("run1") == "run1_metrics");
+  CHECK(wire::donors_key("run1") == "run1_donors");
+  CHECK(wire::vector_schema_key("run1") == "run1_grad_schema");
+  CHECK(wire::kRelaysKey == "dedloc_relays");
+  CHECK(wire::revocation_key(owner.public_key()) == "dedloc_revocations[owner:" + kOwnerHex + "]");
 }
 
 TEST_CASE("Golden bytes of a progress record", "[unit][wire][golden][records]") {
-  collab::PeerProgress p;
+  wire::ProgressRecord p;
   p.epoch = 12;
   p.samples_accumulated = 300;
   p.samples_per_second = 41.5;
@@ -91,14 +89,14 @@ TEST_CASE("Golden bytes of a progress record", "[unit][wire][golden][records]") 
   const std::string golden =
       "87a565706f63680ca16ecd012ca3737073cb4044c00000000000a174cb41d954fc40200000a6636c69656e74c3"
       "a26277ce00bebc20a5666c6f707340";
-  CHECK(hex(collab::encode_progress(p)) == golden);
-  auto back = collab::decode_progress(unhex(golden));
+  CHECK(hex(wire::encode_progress(p)) == golden);
+  auto back = wire::decode_progress(unhex(golden));
   REQUIRE(back.is_ok());
   CHECK(*back == p);
   CHECK(validate("run1_progress", unhex(golden)).is_ok());
   // An older peer's record without the optional fields still decodes.
   // {"epoch": 3, "n": 0, "sps": 0.0, "t": 1700000000.5}
-  auto old = collab::decode_progress(unhex("84a565706f636803a16e00a3737073cb0000000000000000a174cb41d954fc40200000"));
+  auto old = wire::decode_progress(unhex("84a565706f636803a16e00a3737073cb0000000000000000a174cb41d954fc40200000"));
   REQUIRE(old.is_ok());
   CHECK(old->epoch == 3);
   CHECK_FALSE(old->client_mode);
@@ -106,7 +104,7 @@ TEST_CASE("Golden bytes of a progress record", "[unit][wire][golden][records]") 
 }
 
 TEST_CASE("Golden bytes of a metrics record", "[unit][wire][golden][records]") {
-  collab::PeerMetrics m;
+  wire::MetricsRecord m;
   m.epoch = 12;
   m.loss = 2.5;
   m.samples_per_second = 41.5;
@@ -120,8 +118,8 @@ TEST_CASE("Golden bytes of a metrics record", "[unit][wire][golden][records]") {
   const std::string golden =
       "88a565706f63680ca46c6f7373cb4004000000000000a3737073cb4044c00000000000a5737465707307"
       "a174cb41d954fc40200000a4726f6c65a3617578a142cd1000a6726f756e647309";
-  CHECK(hex(collab::encode_metrics(m)) == golden);
-  auto back = collab::decode_metrics(unhex(golden));
+  CHECK(hex(wire::encode_metrics(m)) == golden);
+  auto back = wire::decode_metrics(unhex(golden));
   REQUIRE(back.is_ok());
   CHECK(*back == m);
   CHECK(validate("run1_metrics", unhex(golden)).is_ok());
@@ -133,8 +131,8 @@ TEST_CASE("Golden bytes of a metrics record", "[unit][wire][golden][records]") {
   const std::string no_loss =
       "87a565706f63680ca3737073cb4044c00000000000a5737465707307a174cb41d954fc40200000"
       "a4726f6c65a7747261696e6572a142cd1000a6726f756e647309";
-  CHECK(hex(collab::encode_metrics(m)) == no_loss);
-  back = collab::decode_metrics(unhex(no_loss));
+  CHECK(hex(wire::encode_metrics(m)) == no_loss);
+  back = wire::decode_metrics(unhex(no_loss));
   REQUIRE(back.is_ok());
   CHECK(*back == m);
 }
@@ -142,10 +140,7 @@ TEST_CASE("Golden bytes of a metrics record", "[unit][wire][golden][records]") {
 TEST_CASE("Golden bytes of a donor record", "[unit][wire][golden][records]") {
   const crypto::Identity donor = identity_from(0x22);
   const std::string address = "tcp://10.0.0.5:7000/k/" + hex(donor.public_key());
-  // The value exactly as advertise_donor writes it.
-  wire::MapWriter value;
-  value.put("ep", std::string_view(address)).put("epoch", std::uint64_t{12}).put("load", std::uint64_t{1})
-      .put("max", std::uint64_t{4}).put("prio", 1.0);
+  const wire::DonorRecord record{address, 12, 1, 4, 1.0};
   // {"ep": "tcp://10.0.0.5:7000/k/a09aa5...a4f0", "epoch": 12, "load": 1, "max": 4, "prio": 1}
   const std::string golden =
       "85a26570d956"
@@ -153,7 +148,9 @@ TEST_CASE("Golden bytes of a donor record", "[unit][wire][golden][records]") {
       "61303961613566343761363735393830326666393535663864633264326131346135633939643233626539376638363431"
       "323766663933383334353561346630"
       "a565706f63680ca46c6f616401a36d617804a47072696f01";
-  CHECK(hex(value.to_bytes()) == golden);
+  CHECK(hex(wire::encode_donor(record)) == golden);
+  CHECK(wire::decode_donor(unhex(golden)).value() == record);
+  // As a downloader reads it from the DHT, with the donor's address in the subkey.
   auto back = avg::parse_donor(dht::FoundEntry{bytes_of(address), unhex(golden), kNow + 60});
   REQUIRE(back.is_ok());
   CHECK(back->address.endpoint == address);
@@ -167,26 +164,21 @@ TEST_CASE("Golden bytes of a donor record", "[unit][wire][golden][records]") {
 }
 
 TEST_CASE("Golden bytes of the vector schema record", "[unit][wire][golden][records]") {
-  // The value exactly as publish_schema writes it.
-  wire::MapWriter value;
-  value.put_binary("hash", Bytes(32, 0xab)).put("len", std::uint64_t{1000});
+  const wire::VectorSchema schema{Bytes(32, 0xab), 1000};
   // {"hash": bin 32 x ab, "len": 1000}
   const std::string golden = "82a468617368c420abababababababababababababababababababababababababababababababab"
                              "a36c656ecd03e8";
-  CHECK(hex(value.to_bytes()) == golden);
-  auto back = avg::decode_schema(unhex(golden));
+  CHECK(hex(wire::encode_vector_schema(schema)) == golden);
+  auto back = wire::decode_vector_schema(unhex(golden));
   REQUIRE(back.is_ok());
-  CHECK(back->hash == Bytes(32, 0xab));
-  CHECK(back->length == 1000);
+  CHECK(*back == schema);
 }
 
 TEST_CASE("Golden bytes of a relay listing", "[unit][wire][golden][records]") {
   const crypto::Identity relay = identity_from(0x11);
   const std::string address = "tcp://10.0.0.9:7100/k/" + kOwnerHex;
-  const Bytes subkey = bytes_of(dht::owner_marker(relay.public_key()));
-  // The value exactly as advertise_relay writes it.
-  wire::MapWriter value;
-  value.put("addr", address).put("peers", std::uint64_t{3}).put("max", std::uint64_t{64});
+  const Bytes subkey = bytes_of(wire::owner_marker(relay.public_key()));
+  const wire::RelayRecord record{address, 3, 64};
   // {"addr": "tcp://10.0.0.9:7100/k/d04ab2...8737", "peers": 3, "max": 64}
   const std::string golden =
       "83a461646472d956"
@@ -194,7 +186,9 @@ TEST_CASE("Golden bytes of a relay listing", "[unit][wire][golden][records]") {
       "64303461623233323734326262346162336131333638626434363135653465366430323234616237316130313662616638"
       "353230613333326339373738373337"
       "a5706565727303a36d617840";
-  CHECK(hex(value.to_bytes()) == golden);
+  CHECK(hex(wire::encode_relay_listing(record)) == golden);
+  CHECK(wire::decode_relay_listing(unhex(golden)).value() == record);
+  // As a peer reads it from the DHT: the address must name the owner of the subkey.
   auto back = relay::parse_relay_listing(dht::FoundEntry{subkey, unhex(golden), kNow + 60});
   REQUIRE(back.is_ok());
   CHECK(back->address.to_string() == address);
@@ -210,9 +204,9 @@ TEST_CASE("Golden bytes of a revocation list", "[unit][wire][golden][records]") 
   const crypto::PublicKey a = identity_from(0x11).public_key(), b = identity_from(0x22).public_key();
   // The keys, 32 bytes each, in ascending order whatever order they were revoked in.
   const std::string golden = std::string(kKey22) + std::string(kKey11);
-  CHECK(hex(dht::encode_revocations({a, b})) == golden);
-  CHECK(hex(dht::encode_revocations({})).empty());
-  auto back = dht::decode_revocations(unhex(golden));
+  CHECK(hex(wire::encode_revocations({a, b})) == golden);
+  CHECK(hex(wire::encode_revocations({})).empty());
+  auto back = wire::decode_revocations(unhex(golden));
   REQUIRE(back.is_ok());
   CHECK(*back == std::set<crypto::PublicKey>{a, b});
 }

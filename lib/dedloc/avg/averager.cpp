@@ -1,40 +1,23 @@
 #include "dedloc/avg/averager.hpp"
 
-#include "dedloc/wire/map_codec.hpp"
-#include "dedloc/wire/unpack.hpp"
-
 namespace dedloc::avg {
-
-std::string schema_key(const std::string& run_id) { return run_id + "_grad_schema"; }
 
 Status publish_schema(dht::Node& dht, const std::string& run_id, const VectorSchema& schema, Duration ttl,
                       Deadline deadline) {
-  wire::MapWriter value;
-  value.put_binary("hash", schema.hash).put("len", schema.length);
   double expiration = SystemClock::instance().unix_seconds() + std::chrono::duration<double>(ttl).count();
-  auto stored = dht.store(schema_key(run_id), std::nullopt, value.to_bytes(), expiration, deadline);
+  auto stored = dht.store(wire::vector_schema_key(run_id), std::nullopt, wire::encode_vector_schema(schema), expiration,
+                          deadline);
   return stored.status();
 }
 
 Result<std::optional<VectorSchema>> read_schema(dht::Node& dht, const std::string& run_id, Deadline deadline) {
-  auto record = dht.get(schema_key(run_id), dht::GetMode::kLatest, deadline);
+  const std::string key = wire::vector_schema_key(run_id);
+  auto record = dht.get(key, dht::GetMode::kLatest, deadline);
   if (!record) return record.status();
   if (!record->has_value() || (*record)->entries.empty()) return std::optional<VectorSchema>();
-  auto schema = decode_schema((*record)->entries.front().value);
-  if (!schema) return schema.status().with_context(schema_key(run_id));
+  auto schema = wire::decode_vector_schema((*record)->entries.front().value);
+  if (!schema) return schema.status().with_context(key);
   return std::optional<VectorSchema>(std::move(*schema));
-}
-
-Result<VectorSchema> decode_schema(ByteSpan value) {
-  auto object = wire::unpack_bounded(value, wire::Limits{}, "the vector schema record");
-  if (!object) return object.status();
-  auto reader = wire::MapReader::of((*object)->get(), "the vector schema record");
-  if (!reader) return reader.status();
-  VectorSchema schema;
-  reader->get("hash", schema.hash).get("len", schema.length);
-  DEDLOC_RETURN_IF_ERROR(reader->status());
-  if (schema.hash.size() != wire::kSchemaHashBytes) return error(Code::kMalformed, "bad schema hash");
-  return schema;
 }
 
 Averager::Averager(zmq::context_t& context, dht::Node& dht, const crypto::Identity& identity, AveragerOptions options)

@@ -18,6 +18,7 @@
 #include "dedloc/avg/defaults.hpp"
 #include "dedloc/avg/matchmaking.hpp"
 #include "dedloc/dht/node.hpp"
+#include "dedloc/wire/records.hpp"
 
 namespace dedloc::avg {
 
@@ -44,18 +45,13 @@ struct StepOutcome {
   std::string why_alone;         // when no group formed
 };
 
-// The layout of the run's averaged vector, as published in the DHT.
-struct VectorSchema {
-  Bytes hash;                    // wire::kSchemaHashBytes
-  std::uint64_t length = 0;
-};
+// The layout of the run's averaged vector, as published in the DHT under wire::vector_schema_key(run_id)
+// (the record's format: wire/records.hpp).
+using VectorSchema = wire::VectorSchema;
 
-std::string schema_key(const std::string& run_id);
 Status publish_schema(dht::Node& dht, const std::string& run_id, const VectorSchema& schema, Duration ttl, Deadline deadline);
 // nullopt when nobody published one yet.
 Result<std::optional<VectorSchema>> read_schema(dht::Node& dht, const std::string& run_id, Deadline deadline);
-// The record's value as read_schema reads it (a msgpack map {"hash": bin, "len": uint}); kMalformed otherwise.
-Result<VectorSchema> decode_schema(ByteSpan value);
 
 // "inproc://dedloc-averager-<id>": bound by every Averager, so that a relay link (client mode) can be set up
 // before the averager that will serve behind it.

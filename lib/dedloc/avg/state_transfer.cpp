@@ -8,7 +8,6 @@
 
 #include "dedloc/core/blocking_queue.hpp"
 #include "dedloc/dht/record_schema.hpp"
-#include "dedloc/wire/unpack.hpp"
 
 namespace dedloc::avg {
 
@@ -41,20 +40,14 @@ double load_ratio(const DonorInfo& d) {
 
 // ---- Donors in the DHT ----
 
-std::string donors_key(std::string_view run_id) { return std::string(run_id) + "_donors"; }
-
 Result<dht::StoreResult> advertise_donor(dht::Node& node, std::string_view run_id, const DonorInfo& donor,
                                          Duration ttl, Deadline deadline, const Clock& clock) {
   if (donor.address.endpoint.empty()) return error(Code::kInvalidArgument, "a donor needs an endpoint to advertise");
-  wire::MapWriter value;
-  value.put("ep", std::string_view(donor.address.endpoint))
-      .put("epoch", donor.epoch)
-      .put("load", donor.downloads)
-      .put("max", donor.max_downloads)
-      .put("prio", donor.priority);
+  Bytes value = wire::encode_donor({donor.address.endpoint, donor.epoch, donor.downloads, donor.max_downloads,
+                                    donor.priority});
   std::string subkey = donor.address.to_string();
   double expiration = clock.unix_seconds() + std::chrono::duration<double>(ttl).count();
-  return node.store(donors_key(run_id), Bytes(subkey.begin(), subkey.end()), value.to_bytes(), expiration, deadline);
+  return node.store(donors_key(run_id), Bytes(subkey.begin(), subkey.end()), value, expiration, deadline);
 }
 
 Result<std::vector<DonorInfo>> list_donors(dht::Node& node, std::string_view run_id, Deadline deadline) {
@@ -74,28 +67,20 @@ Result<DonorInfo> parse_donor(const dht::FoundEntry& entry) {
   auto address = net::PeerAddress::parse(std::string_view(reinterpret_cast<const char*>(entry.subkey->data()),
                                                           entry.subkey->size()));
   if (!address) return address.status();
-  auto handle = wire::unpack_bounded(entry.value, wire::Limits{}, "donor record");
-  if (!handle) return handle.status();
-  auto reader = wire::MapReader::of((*handle)->get(), "donor record");
-  if (!reader) return reader.status();
+  auto record = wire::decode_donor(entry.value);
+  if (!record) return record.status();
   DonorInfo d;
-  reader->get("ep", d.address.endpoint).get("epoch", d.epoch).get_optional("load", d.downloads)
-      .get_optional("max", d.max_downloads).get_optional("prio", d.priority);
-  DEDLOC_RETURN_IF_ERROR(reader->status());
-  if (d.address.endpoint.empty()) return error(Code::kMalformed, "donor record: an empty endpoint");
+  d.address.endpoint = std::move(record->endpoint);
+  d.epoch = record->epoch;
+  d.downloads = record->downloads;
+  d.max_downloads = record->max_downloads;
+  d.priority = record->priority;
   d.address.peer_id = address->peer_id;
   d.expiration = entry.expiration;
   return d;
 }
 
-void add_donor_schema(dht::RecordValidator& validator) {
-  using dht::FieldKind;
-  validator.add_schema("_donors", dht::map_schema("donor record", {{"ep", FieldKind::kString},
-                                                                   {"epoch", FieldKind::kCount},
-                                                                   {"load", FieldKind::kCount, false},
-                                                                   {"max", FieldKind::kCount, false},
-                                                                   {"prio", FieldKind::kNumber, false}}));
-}
+void add_donor_schema(dht::RecordValidator& validator) { dht::add_record_schema(validator, wire::donor_schema()); }
 
 std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_64& rng) {
   std::shuffle(donors.begin(), donors.end(), rng);

@@ -50,13 +50,15 @@
 #include "dedloc/net/client.hpp"
 #include "dedloc/net/peer_address.hpp"
 #include "dedloc/net/server.hpp"
+#include "dedloc/wire/records.hpp"
 
 namespace dedloc::avg {
 
 // ---- Donors in the DHT ----
 
-// "{run_id}_donors": the DHT key every donor of a run lists itself under.
-std::string donors_key(std::string_view run_id);
+// "{run_id}_donors": the DHT key every donor of a run lists itself under (the record's format, key and
+// schema: wire/records.hpp).
+using wire::donors_key;
 
 // A donor as a downloader sees it.
 struct DonorInfo {

@@ -9,7 +9,7 @@ namespace dedloc::dht {
 
 namespace {
 
-constexpr std::string_view kMarkerOpen = "[owner:";
+constexpr std::string_view kMarkerOpen = wire::kOwnerMarkerOpen;
 constexpr std::string_view kSigningDomain = "dedloc-dht-record-v1";
 
 void append_length_prefixed(Bytes& out, ByteSpan data) {
@@ -25,10 +25,6 @@ PeerId key_id(std::string_view key_name) {
   crypto_generichash(out.data(), out.size(), reinterpret_cast<const unsigned char*>(key_name.data()), key_name.size(),
                      nullptr, 0);
   return PeerId(out);
-}
-
-std::string owner_marker(const crypto::PublicKey& key) {
-  return std::string(kMarkerOpen) + to_hex({key.data(), key.size()}) + "]";
 }
 
 Result<std::optional<crypto::PublicKey>> find_owner(ByteSpan text) {

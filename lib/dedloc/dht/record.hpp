@@ -17,6 +17,7 @@
 #include "dedloc/crypto/identity.hpp"
 #include "dedloc/crypto/peer_id.hpp"
 #include "dedloc/wire/dht_messages.hpp"
+#include "dedloc/wire/records.hpp"
 
 namespace dedloc::dht {
 
@@ -26,8 +27,9 @@ using wire::RecordEntry;
 // The 160-bit id of a key name.
 PeerId key_id(std::string_view key_name);
 
-// "[owner:<hex public key>]": put it in a key name or subkey to make the entry owned by `key`.
-std::string owner_marker(const crypto::PublicKey& key);
+// "[owner:<hex public key>]": put it in a key name or subkey to make the entry owned by `key` (its format is
+// part of the record catalogue, wire/records.hpp).
+using wire::owner_marker;
 
 // The owner named in `text`: nullopt when there is none; kMalformed when there are several or one is not
 // 64 hex digits (such names are refused rather than treated as unowned).

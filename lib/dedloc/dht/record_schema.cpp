@@ -64,4 +64,8 @@ SchemaCheck map_schema(std::string schema_name, std::vector<FieldRule> fields, b
   };
 }
 
+void add_record_schema(RecordValidator& validator, const wire::RecordSchema& schema) {
+  validator.add_schema(schema.key_suffix, map_schema(schema.name, schema.fields));
+}
+
 }  // namespace dedloc::dht

@@ -16,18 +16,17 @@
 #include "dedloc/core/clock.hpp"
 #include "dedloc/core/status.hpp"
 #include "dedloc/crypto/identity.hpp"
+#include "dedloc/wire/records.hpp"
 
 namespace dedloc::dht {
 
 class Node;
 
-// At most this many keys in one list (the DHT's 64 KiB value limit holds 2048).
-inline constexpr size_t kMaxRevokedKeys = 2000;
-
-std::string revocation_key(const crypto::PublicKey& authority);
-Bytes encode_revocations(const std::set<crypto::PublicKey>& revoked);
-// Any bytes: kMalformed unless a whole number of keys, at most kMaxRevokedKeys.
-Result<std::set<crypto::PublicKey>> decode_revocations(ByteSpan value);
+// The key, the value's encoding and its size limit are in the record catalogue (wire/records.hpp).
+using wire::decode_revocations;
+using wire::encode_revocations;
+using wire::kMaxRevokedKeys;
+using wire::revocation_key;
 
 // The authority's list as the DHT holds it now; nullopt when no node answered with one (none published, or
 // none reachable: a reader then keeps the list it had).

@@ -4,18 +4,15 @@
 
 #include "dedloc/dht/record.hpp"
 #include "dedloc/dht/record_schema.hpp"
-#include "dedloc/wire/map_codec.hpp"
-#include "dedloc/wire/unpack.hpp"
+#include "dedloc/wire/records.hpp"
 
 namespace dedloc::relay {
 
 Status advertise_relay(dht::Node& node, const RelayListing& relay, Duration ttl, Deadline deadline) {
-  wire::MapWriter value;
-  value.put("addr", relay.address.to_string()).put("peers", relay.peers).put("max", relay.max_peers);
+  Bytes value = wire::encode_relay_listing({relay.address.to_string(), relay.peers, relay.max_peers});
   std::string owner = dht::owner_marker(node.public_key());
   double expiration = SystemClock::instance().unix_seconds() + std::chrono::duration<double>(ttl).count();
-  return node.store(std::string(kRelaysKey), Bytes(owner.begin(), owner.end()), value.to_bytes(), expiration, deadline)
-      .status();
+  return node.store(std::string(kRelaysKey), Bytes(owner.begin(), owner.end()), value, expiration, deadline).status();
 }
 
 Result<std::vector<RelayListing>> list_relays(dht::Node& node, Deadline deadline) {
@@ -38,15 +35,12 @@ Result<RelayListing> parse_relay_listing(const dht::FoundEntry& entry) {
   auto owner = dht::find_owner(*entry.subkey);
   if (!owner) return owner.status();
   if (!owner->has_value()) return bad("the subkey names no owner");
-  auto handle = wire::unpack_bounded(entry.value, wire::Limits{}, "relay listing");
-  if (!handle) return handle.status();
-  auto reader = wire::MapReader::of((*handle)->get(), "relay listing");
-  if (!reader) return reader.status();
-  std::string text;
+  auto record = wire::decode_relay_listing(entry.value);
+  if (!record) return record.status();
   RelayListing listing;
-  reader->get("addr", text).get_optional("peers", listing.peers).get_optional("max", listing.max_peers);
-  DEDLOC_RETURN_IF_ERROR(reader->status());
-  auto address = net::PeerAddress::parse(text);
+  listing.peers = record->peers;
+  listing.max_peers = record->max_peers;
+  auto address = net::PeerAddress::parse(record->address);
   if (!address) return address.status();
   if (!address->peer_id) return bad("the address names no peer id");
   // The address must be the owner's own: a relay cannot send clients to a third party.
@@ -57,11 +51,6 @@ Result<RelayListing> parse_relay_listing(const dht::FoundEntry& entry) {
   return listing;
 }
 
-void add_relay_schema(dht::RecordValidator& validator) {
-  using dht::FieldKind;
-  validator.add_schema("_relays", dht::map_schema("relay listing", {{"addr", FieldKind::kString},
-                                                                    {"peers", FieldKind::kCount, false},
-                                                                    {"max", FieldKind::kCount, false}}));
-}
+void add_relay_schema(dht::RecordValidator& validator) { dht::add_record_schema(validator, wire::relay_schema()); }
 
 }  // namespace dedloc::relay

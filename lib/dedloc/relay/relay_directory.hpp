@@ -1,7 +1,8 @@
 // Where peers find relays without configuration: every relay lists itself in the DHT under
 // "dedloc_relays", one owner-signed subkey per relay ("[owner:<its public key>]", so nobody can list a
 // relay in another's name or remove one), the value a msgpack map {"addr": "tcp://HOST:PORT/k/RELAYKEY",
-// "peers": uint attached now, "max": uint its limit}. A relay refreshes its entry every ttl/3.
+// "peers": uint attached now, "max": uint its limit} (the record catalogue, wire/records.hpp, holds the
+// key, the map and its schema). A relay refreshes its entry every ttl/3.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +11,11 @@
 #include "dedloc/core/clock.hpp"
 #include "dedloc/dht/node.hpp"
 #include "dedloc/net/peer_address.hpp"
+#include "dedloc/wire/records.hpp"
 
 namespace dedloc::relay {
 
-inline constexpr std::string_view kRelaysKey = "dedloc_relays";
+using wire::kRelaysKey;
 
 struct RelayListing {
   net::PeerAddress address;    // always with the relay's PeerID
