@@ -72,7 +72,7 @@ struct DonorInfo {
 
 // Lists `donor` under donors_key(run_id) until now + `ttl` (subkey: the address; value: a msgpack map
 // {"ep": endpoint, "epoch": uint, "load": uint, "max": uint, "prio": float}). The owner calls it again
-// before the TTL runs out (every ttl/2, and when its epoch changes).
+// before the TTL runs out (the trainer: every ttl/3, and after each global step).
 Result<dht::StoreResult> advertise_donor(dht::Node& node, std::string_view run_id, const DonorInfo& donor,
                                          Duration ttl, Deadline deadline,
                                          const Clock& clock = SystemClock::instance());

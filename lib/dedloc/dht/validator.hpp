@@ -2,7 +2,7 @@
 //
 // Rules, in order: the expiration is finite and not too far ahead (nobody pins a key for years); an owned
 // entry carries its owner's signature (record.hpp); and a record family with a registered schema (the
-// trainer registers "_progress" and "_metrics") has a value of the right shape.
+// families and their schemas: wire/records.hpp) has a value of the right shape.
 #pragma once
 
 #include <functional>
