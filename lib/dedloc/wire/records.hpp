@@ -10,7 +10,9 @@
 //   relay listings  "dedloc_relays"                  owner marker of the relay  map, RelayRecord
 //   revocations     "dedloc_revocations" + owner     none (a plain value)       32-byte keys, sorted
 //                   marker of the run's authority
-// An empty value under an owned subkey is a withdrawn record (its peer left); readers skip it.
+// An empty value under an owned subkey is a withdrawn record (its peer left); readers skip it. Matchmaking
+// declarations ("{run}_{round}_matchmaking", the raw schema hash under the peer's address, for the seconds a
+// search lasts) stay with the matchmaker, avg/matchmaking.hpp.
 //
 // Only encoding lives here: nothing talks to a DHT. Each family's module publishes and reads its records
 // through these functions (collab/progress.hpp, avg/state_transfer.hpp, avg/averager.hpp,
