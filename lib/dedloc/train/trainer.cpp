@@ -7,6 +7,9 @@
 #include <thread>
 
 #include "dedloc/collab/checkpoint.hpp"
+#include "dedloc/collab/step_outcome.hpp"
+#include "dedloc/train/gradient_buffer.hpp"
+#include "dedloc/train/swarm_presence.hpp"
 
 namespace dedloc::train {
 
@@ -20,44 +23,22 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::vector<std::uint64_t> shape_of(const torch::Tensor& t) {
-  std::vector<std::uint64_t> shape;
-  for (auto d : t.sizes()) shape.push_back(static_cast<std::uint64_t>(d));
-  return shape;
-}
-
-// One tensor (any device) to and from float32 elements on the host.
-void copy_to_floats(const torch::Tensor& tensor, std::span<float> out) {
-  torch::from_blob(out.data(), {tensor.numel()}, torch::kFloat32).copy_(tensor.detach().reshape({-1}).to(torch::kCPU, torch::kFloat32));
-}
-
-void copy_from_floats(std::span<const float> in, const torch::Tensor& tensor) {
-  torch::NoGradGuard no_grad;
-  tensor.copy_(torch::from_blob(const_cast<float*>(in.data()), tensor.sizes(), torch::kFloat32));
-}
-
-// Tensors back to back in a flat buffer, in order, and back.
-void flatten_into(const std::vector<torch::Tensor>& tensors, std::span<float> out) {
-  size_t offset = 0;
-  for (const auto& t : tensors) {
-    copy_to_floats(t, out.subspan(offset, static_cast<size_t>(t.numel())));
-    offset += static_cast<size_t>(t.numel());
-  }
-}
-
-void unflatten_from(std::span<const float> in, const std::vector<torch::Tensor>& tensors) {
-  size_t offset = 0;
-  for (const auto& t : tensors) {
-    copy_from_floats(in.subspan(offset, static_cast<size_t>(t.numel())), t);
-    offset += static_cast<size_t>(t.numel());
-  }
-}
-
 bool all_finite(std::span<const float> values) {
   for (float v : values) {
     if (!std::isfinite(v)) return false;
   }
   return true;
+}
+
+TrainerEvent::Kind event_kind(collab::StepOutcome outcome) {
+  switch (outcome) {
+    case collab::StepOutcome::kAveraged: return TrainerEvent::Kind::kAveraged;
+    case collab::StepOutcome::kAlone: return TrainerEvent::Kind::kAlone;
+    case collab::StepOutcome::kLocal: return TrainerEvent::Kind::kLocal;
+    case collab::StepOutcome::kSkippedLocal:
+    case collab::StepOutcome::kSkippedAverage: return TrainerEvent::Kind::kSkipped;
+  }
+  return TrainerEvent::Kind::kSkipped;
 }
 
 }  // namespace
@@ -73,100 +54,100 @@ const char* to_string(TrainerEvent::Kind kind) {
   return "?";
 }
 
+// The mean micro-batch loss of each epoch, for logs, events and the metrics record. Unlike the gradients,
+// it survives a state download in the middle of an epoch.
+struct LossTally {
+  double sum = 0;
+  std::uint64_t micro_batches = 0;
+  double last = 0;        // of the epoch that ended last
+  bool has_last = false;  // an epoch has ended: `last` means something
+
+  void add(double loss) {
+    sum += loss;
+    ++micro_batches;
+  }
+  void end_epoch() {
+    last = micro_batches ? sum / static_cast<double>(micro_batches) : 0;
+    has_last = micro_batches > 0;
+    sum = 0;
+    micro_batches = 0;
+  }
+};
+
+// The live tensors of the training state, under the names snapshot() gives them: parameters, buffers and
+// optimizer statistics under "param/", "buffer/", "optim/".
+struct StateTensors {
+  std::vector<avg::TensorSpec> specs;
+  std::vector<torch::Tensor> tensors;
+  Bytes schema;  // avg::schema_hash(specs): what donors must match
+
+  void add(const std::string& prefix, const NamedTensors& named) {
+    for (const auto& [name, tensor] : named) {
+      specs.push_back({prefix + name, shape_of(tensor)});
+      tensors.push_back(tensor);
+    }
+    schema = avg::schema_hash(specs);
+  }
+};
+
 // Everything with torch types or network objects, kept out of the header.
 struct Trainer::Parts {
-  NamedTensors parameters, buffers, optimizer_state;
-  std::vector<torch::Tensor> parameter_list, accumulators;
-  std::vector<avg::TensorSpec> gradient_specs;
-  avg::VectorSchema gradient_schema;
-  std::vector<float> gradient_vector;  // allocated once: the averaging buffer
-  // What snapshot() holds: parameters, buffers and optimizer statistics under "param/", "buffer/",
-  // "optim/" names, and the live tensors behind them.
-  std::vector<avg::TensorSpec> state_specs;
-  std::vector<torch::Tensor> state_tensors;
-  Bytes state_schema;                  // avg::schema_hash(state_specs): what donors must match
+  Parts(zmq::context_t& context, dht::Node& node, const crypto::Identity& identity, const NamedTensors& parameters,
+        SwarmPresenceOptions presence)
+      : gradients(parameters), swarm(context, node, identity, std::move(presence)) {}
 
-  std::unique_ptr<avg::Averager> averager;
-  std::unique_ptr<collab::ProgressTracker> tracker;
-  std::unique_ptr<avg::StateServer> state_server;
-  std::string donor_endpoint;                     // where downloaders reach us; a relay:// address in client mode
-  zmq::context_t* context = nullptr;
-  const crypto::Identity* identity = nullptr;
-  std::unique_ptr<relay::RelayKeeper> relay_keeper;  // client mode, when a relay took us
-
+  GradientBuffer gradients;
+  StateTensors state;
+  SwarmPresence swarm;
+  LossTally loss;
   collab::ThroughputEma ema;
-  std::uint64_t micro_steps = 0, samples = 0, epoch_micro_steps = 0;
-  double loss_sum = 0, last_loss = 0;
-  std::vector<std::uint64_t> sample_ids;
   std::ofstream samples_log;
-  TimePoint last_donor_advert{}, next_catch_up{};
+  TimePoint next_catch_up{};
   std::uint64_t states_loaded_at_start = 0;  // a joining peer's first download, for run()'s report
   std::uint64_t rounds_averaged = 0;         // gradient rounds averaged with a group, for the metrics record
-  bool has_loss = false;                     // an epoch has ended: last_loss means something
   double compute_seconds = 0;
   double started = 0;
 };
 
+namespace {
+
+SwarmPresenceOptions presence_options(const TrainerOptions& options) {
+  SwarmPresenceOptions presence;
+  presence.run_id = options.run_id;
+  presence.averaging = options.averaging;
+  presence.relaying = options.relaying;
+  presence.target_batch_size = options.training.target_batch_size;
+  presence.record_ttl = options.record_ttl;
+  presence.log = options.log;
+  return presence;
+}
+
+}  // namespace
+
 Trainer::Trainer(zmq::context_t& context, dht::Node& node, const crypto::Identity& identity, Task& task,
                  Optimizer& optimizer, TrainerOptions options)
-    : node_(node), task_(task), optimizer_(optimizer), options_(std::move(options)), parts_(std::make_unique<Parts>()) {
-  auto& p = *parts_;
-  p.context = &context;
-  p.identity = &identity;
-  p.parameters = task_.named_parameters();
-  p.buffers = task_.named_buffers();
-  p.optimizer_state = optimizer_.state();
-  std::uint64_t length = 0;
-  for (const auto& [name, tensor] : p.parameters) {
-    p.parameter_list.push_back(tensor);
-    p.accumulators.push_back(torch::zeros_like(tensor));
-    p.gradient_specs.push_back({name, shape_of(tensor)});
-    length += static_cast<std::uint64_t>(tensor.numel());
-  }
-  p.gradient_schema = {avg::schema_hash(p.gradient_specs), length};
-  p.gradient_vector.assign(length, 0.0f);
-  auto add_to_state = [&p](const std::string& prefix, const NamedTensors& named) {
-    for (const auto& [name, tensor] : named) {
-      p.state_specs.push_back({prefix + name, shape_of(tensor)});
-      p.state_tensors.push_back(tensor);
-    }
-  };
-  add_to_state("param/", p.parameters);
-  add_to_state("buffer/", p.buffers);
-  add_to_state("optim/", p.optimizer_state);
-  p.state_schema = avg::schema_hash(p.state_specs);
-
+    : node_(node), task_(task), optimizer_(optimizer), options_(std::move(options)) {
   options_.averaging.run_id = options_.run_id;
   options_.averaging.log = options_.log;
-  p.averager = std::make_unique<avg::Averager>(context, node, identity, options_.averaging);
-  // A client-mode peer serves too: through its relay, once one takes it (start()).
-  avg::StateServerOptions serving;
-  serving.run_id = options_.run_id;
-  serving.log = options_.log;
-  p.state_server = std::make_unique<avg::StateServer>(p.averager->server(), serving);
-  collab::TrackerOptions tracking;
-  tracking.run_id = options_.run_id;
-  tracking.target_batch_size = options_.training.target_batch_size;
-  tracking.record_ttl = options_.record_ttl;
-  tracking.log = options_.log;
-  p.tracker = std::make_unique<collab::ProgressTracker>(node, tracking);
+  auto parameters = task_.named_parameters();
+  parts_ = std::make_unique<Parts>(context, node, identity, parameters, presence_options(options_));
+  auto& p = *parts_;
+  p.state.add("param/", parameters);
+  p.state.add("buffer/", task_.named_buffers());
+  p.state.add("optim/", optimizer_.state());
   if (!options_.samples_log.empty()) p.samples_log.open(options_.samples_log, std::ios::app);
 }
 
-Trainer::~Trainer() {
-  // The tracker's thread and the averager's server first: they call into what follows.
-  parts_->tracker.reset();
-  parts_->averager.reset();
-}
+Trainer::~Trainer() = default;  // SwarmPresence stops its threads first
 
 avg::TrainingState Trainer::snapshot() const {
   const auto& p = *parts_;
-  auto state = avg::TrainingState::with_tensors(p.state_specs);
+  auto state = avg::TrainingState::with_tensors(p.state.specs);
   if (!state) {  // names come from the model; a clash is a programming error worth a loud message
     Logger::Line(options_.log, LogLevel::kError, kLog) << "cannot describe the training state: " << state.status().to_string();
     return {};
   }
-  for (size_t i = 0; i < p.state_tensors.size(); ++i) copy_to_floats(p.state_tensors[i], state->tensor(i));
+  for (size_t i = 0; i < p.state.tensors.size(); ++i) copy_to_floats(p.state.tensors[i], state->tensor(i));
   state->metadata.epoch = epoch_;
   state->metadata.entries["lr"] = learning_rate(options_.schedule, epoch_);
   // The run id, recipe and model travel with the state, so that whoever downloads it (a joiner, or
@@ -177,8 +158,8 @@ avg::TrainingState Trainer::snapshot() const {
 
 Status Trainer::load_state(const avg::TrainingState& state) {
   auto& p = *parts_;
-  const auto& mine = p.state_specs;
-  if (state.schema_hash() != p.state_schema) {
+  const auto& mine = p.state.specs;
+  if (state.schema_hash() != p.state.schema) {
     // Name the first difference: that is what a person needs to fix a recipe.
     std::string detail = "a different tensor count (" + std::to_string(state.size()) + " vs " + std::to_string(mine.size()) + ")";
     for (size_t i = 0; i < std::min(state.size(), mine.size()); ++i) {
@@ -189,40 +170,22 @@ Status Trainer::load_state(const avg::TrainingState& state) {
     }
     return error(Code::kRefused, "the state is for another model or optimizer: " + detail);
   }
-  for (size_t i = 0; i < p.state_tensors.size(); ++i) copy_from_floats(state.tensor(i), p.state_tensors[i]);
+  for (size_t i = 0; i < p.state.tensors.size(); ++i) copy_from_floats(state.tensor(i), p.state.tensors[i]);
   epoch_ = state.epoch();
-  for (auto& a : p.accumulators) a.zero_();
-  p.micro_steps = p.samples = 0;
-  p.sample_ids.clear();
-  if (p.state_server) p.state_server->set_state(std::make_shared<const avg::TrainingState>(snapshot()));
+  p.gradients.clear();  // computed on the parameters we had
+  p.swarm.serve_state(std::make_shared<const avg::TrainingState>(snapshot()));
   return Status();
 }
 
 Status Trainer::start() {
   auto& p = *parts_;
-  DEDLOC_RETURN_IF_ERROR(p.averager->start().with_context("starting the averaging server"));
-  p.donor_endpoint = p.averager->dialable_endpoint();
-  if (options_.averaging.role == avg::AvgRole::kClient) attach_to_relay();
+  DEDLOC_RETURN_IF_ERROR(p.swarm.start());
   // The swarm's model must be ours: compare with the schema the first peers published.
-  auto published = avg::read_schema(node_, options_.run_id, Deadline::after(std::chrono::seconds(10)));
-  if (published && published->has_value()) {
-    const auto& theirs = **published;
-    if (theirs.hash != p.gradient_schema.hash || theirs.length != p.gradient_schema.length) {
-      return error(Code::kRefused,
-                   "run '" + options_.run_id + "' trains another model: its parameters' schema is " +
-                       to_hex(ByteSpan(theirs.hash).first(4)) + "… (" + std::to_string(theirs.length) +
-                       " values), this recipe's is " + to_hex(ByteSpan(p.gradient_schema.hash).first(4)) + "… (" +
-                       std::to_string(p.gradient_schema.length) + " values): use the run's recipe or another --run-id");
-    }
-  } else if (published) {
-    auto stored = avg::publish_schema(node_, options_.run_id, p.gradient_schema, std::chrono::hours(24),
-                                      Deadline::after(std::chrono::seconds(10)));
-    if (!stored.is_ok()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << "could not publish the model schema: " << stored.to_string();
-  }
-  if (p.state_server) p.state_server->set_state(std::make_shared<const avg::TrainingState>(snapshot()));
-  p.tracker->report(local_progress());
-  p.tracker->refresh_now();
-  auto state = p.tracker->state();
+  DEDLOC_RETURN_IF_ERROR(p.swarm.check_schema(p.gradients.schema()));
+  p.swarm.serve_state(std::make_shared<const avg::TrainingState>(snapshot()));
+  p.swarm.tracker().report(local_progress());
+  p.swarm.tracker().refresh_now();
+  auto state = p.swarm.tracker().state();
   if (state.epoch > epoch_) {
     TrainerReport at_start;
     auto caught = catch_up(at_start);
@@ -239,7 +202,7 @@ Status Trainer::start() {
 collab::PeerProgress Trainer::local_progress() const {
   collab::PeerProgress progress;
   progress.epoch = epoch_;
-  progress.samples_accumulated = parts_->samples;
+  progress.samples_accumulated = parts_->gradients.samples();
   progress.samples_per_second = parts_->ema.samples_per_second();
   progress.client_mode = options_.averaging.role == avg::AvgRole::kClient;
   progress.bandwidth = options_.averaging.bandwidth;
@@ -249,116 +212,94 @@ collab::PeerProgress Trainer::local_progress() const {
 
 void Trainer::accumulate(const Batch& batch, double loss) {
   auto& p = *parts_;
-  torch::NoGradGuard no_grad;
-  if (options_.training.max_grad_norm > 0) {
-    torch::nn::utils::clip_grad_norm_(p.parameter_list, options_.training.max_grad_norm);
+  p.gradients.add_micro_batch(batch, options_.training.max_grad_norm, p.samples_log.is_open());
+  p.loss.add(loss);
+}
+
+void Trainer::average_gradients(collab::StepFacts& facts) {
+  auto& p = *parts_;
+  auto& averager = p.swarm.averager();
+  p.ema.pause();
+  // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then).
+  auto average = [&] {
+    return averager.step(p.gradients.schema(), p.gradients.values(), static_cast<double>(p.gradients.samples()),
+                         p.swarm.others() + 1, collab::gradient_round(epoch_));
+  };
+  auto outcome = average();
+  // Peers we know of but did not meet may have looked just before or after us (their batch came a
+  // moment apart): one more window overlaps theirs, where stepping alone now would leave us out of
+  // phase for good.
+  if (outcome && outcome->group_size == 0 && p.swarm.others() > 0) outcome = average();
+  p.ema.resume(now_seconds());
+  if (!outcome) {
+    p.gradients.restore_mean();  // a failed round may have left the buffer half-averaged
+    facts.averaging = collab::StepAveraging::kFailed;
+    facts.why_not_averaged = outcome.status().to_string();
+  } else if (outcome->group_size == 0) {
+    facts.averaging = collab::StepAveraging::kNoGroup;
+    facts.why_not_averaged = outcome->why_alone;
+  } else {
+    facts.averaging = collab::StepAveraging::kGroup;
+    facts.group_size = outcome->group_size;
+    facts.found_ahead = outcome->found_ahead;
+    facts.averaged_fraction = outcome->all_reduce.averaged_fraction;
+    ++p.rounds_averaged;
   }
-  for (size_t i = 0; i < p.parameter_list.size(); ++i) {
-    auto& grad = p.parameter_list[i].mutable_grad();
-    if (!grad.defined()) continue;  // a parameter this batch did not reach
-    p.accumulators[i].add_(grad);
-    grad.zero_();
+  facts.result_finite = p.gradients.finite();
+}
+
+void Trainer::apply_gradients(collab::StepOutcome outcome) {
+  auto& p = *parts_;
+  p.gradients.write_gradients();
+  optimizer_.step(learning_rate(options_.schedule, epoch_));
+  if (p.samples_log.is_open()) {
+    p.samples_log << epoch_ << (outcome == collab::StepOutcome::kAveraged ? " averaged" : " alone");
+    for (auto id : p.gradients.sample_ids()) p.samples_log << ' ' << id;
+    p.samples_log << '\n' << std::flush;
   }
-  ++p.micro_steps;
-  ++p.epoch_micro_steps;
-  p.samples += static_cast<std::uint64_t>(batch.size());
-  p.loss_sum += loss;
-  if (p.samples_log.is_open()) p.sample_ids.insert(p.sample_ids.end(), batch.sample_ids.begin(), batch.sample_ids.end());
+  ++epoch_;
+  task_.after_step(epoch_);
 }
 
 void Trainer::step(TrainerReport& report) {
   auto& p = *parts_;
-  // The mean gradient over our micro-steps (each micro-step's loss is already a mean over its batch).
-  for (size_t i = 0; i < p.accumulators.size(); ++i) p.accumulators[i].div_(static_cast<double>(std::max<std::uint64_t>(1, p.micro_steps)));
-  flatten_into(p.accumulators, p.gradient_vector);
-  const std::uint64_t contributed = p.samples;
-  std::string how;
-  bool apply = true;
-  TrainerEvent event;
-  event.samples = contributed;
-  if (!all_finite(p.gradient_vector)) {
-    how = "skipped: our accumulated gradients are not finite";
-    apply = false;
-    p.averager->withdraw();  // a group found ahead is served without our gradients, not left waiting
-  } else if (p.tracker->others() == 0) {
-    how = "alone (no other peer in the run)";
-    ++report.steps_alone;
-  } else {
-    p.ema.pause();
-    // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then).
-    auto average = [&] {
-      return p.averager->step(p.gradient_schema, p.gradient_vector, static_cast<double>(contributed),
-                              p.tracker->others() + 1, collab::gradient_round(epoch_));
-    };
-    auto outcome = average();
-    // Peers we know of but did not meet may have looked just before or after us (their batch came a
-    // moment apart): one more window overlaps theirs, where stepping alone now would leave us out of
-    // phase for good.
-    if (outcome && outcome->group_size == 0 && p.tracker->others() > 0) outcome = average();
-    p.ema.resume(now_seconds());
-    if (!outcome) {
-      flatten_into(p.accumulators, p.gradient_vector);  // a failed round may have left the buffer half-averaged
-      how = "with local gradients: averaging failed: " + outcome.status().to_string();
-      ++report.steps_alone;
-      event.kind = TrainerEvent::Kind::kLocal;
-    } else if (outcome->group_size == 0) {
-      how = "with local gradients: " + outcome->why_alone;
-      ++report.steps_alone;
-      event.kind = TrainerEvent::Kind::kLocal;
-    } else {
-      std::ostringstream text;
-      text << "averaged in a group of " << outcome->group_size << (outcome->found_ahead ? " (found ahead)" : "");
-      if (outcome->all_reduce.averaged_fraction < 1) text << " (" << 100 * outcome->all_reduce.averaged_fraction << "% averaged)";
-      how = text.str();
-      ++report.steps_averaged;
-      ++p.rounds_averaged;
-      event.kind = TrainerEvent::Kind::kAveraged;
-      event.group_size = outcome->group_size;
-      event.found_ahead = outcome->found_ahead;
-    }
-    if (apply && !all_finite(p.gradient_vector)) {
-      how = "skipped: the averaged gradients are not finite";
-      apply = false;
-    }
+  p.gradients.take_mean();
+  collab::StepFacts facts;
+  facts.local_gradients_finite = p.gradients.finite();
+  facts.other_trainers = p.swarm.others();
+  if (!facts.local_gradients_finite) {
+    p.swarm.averager().withdraw();  // a group found ahead is served without our gradients, not left waiting
+  } else if (collab::should_average(facts.local_gradients_finite, facts.other_trainers)) {
+    average_gradients(facts);
   }
-  if (apply) {
-    std::vector<torch::Tensor> grads;
-    for (auto& param : p.parameter_list) {
-      if (!param.mutable_grad().defined()) param.mutable_grad() = torch::zeros_like(param);
-      grads.push_back(param.mutable_grad());
-    }
-    unflatten_from(p.gradient_vector, grads);
-    optimizer_.step(learning_rate(options_.schedule, epoch_));
-    if (p.samples_log.is_open()) {
-      p.samples_log << epoch_ << (how.rfind("averaged", 0) == 0 ? " averaged" : " alone");
-      for (auto id : p.sample_ids) p.samples_log << ' ' << id;
-      p.samples_log << '\n' << std::flush;
-    }
-    ++epoch_;
-    task_.after_step(epoch_);
-  } else {
-    ++report.steps_skipped;
-    event.kind = TrainerEvent::Kind::kSkipped;
+  const auto outcome = collab::classify_step(facts);
+  const bool apply = collab::applies(outcome);
+  switch (outcome) {
+    case collab::StepOutcome::kAveraged: ++report.steps_averaged; break;
+    case collab::StepOutcome::kAlone:
+    case collab::StepOutcome::kLocal: ++report.steps_alone; break;
+    case collab::StepOutcome::kSkippedLocal:
+    case collab::StepOutcome::kSkippedAverage: ++report.steps_skipped; break;
   }
-  p.last_loss = p.epoch_micro_steps ? p.loss_sum / static_cast<double>(p.epoch_micro_steps) : 0;
-  p.has_loss = p.epoch_micro_steps > 0;
-  Logger::Line(options_.log, LogLevel::kInfo, kLog) << "epoch " << epoch_ << ": " << contributed << " samples here, "
-                                                    << how << ", loss " << p.last_loss;
-  event.epoch = epoch_;
-  event.loss = p.last_loss;
-  if (options_.on_event) options_.on_event(event);
+  if (apply) apply_gradients(outcome);
+  p.loss.end_epoch();
+  Logger::Line(options_.log, LogLevel::kInfo, kLog) << "epoch " << epoch_ << ": " << p.gradients.samples()
+                                                    << " samples here, " << collab::describe_step(facts, outcome)
+                                                    << ", loss " << p.loss.last;
+  if (options_.on_event) {
+    TrainerEvent event{.kind = event_kind(outcome), .epoch = epoch_, .loss = p.loss.last, .samples = p.gradients.samples()};
+    if (outcome == collab::StepOutcome::kAveraged) {
+      event.group_size = facts.group_size;
+      event.found_ahead = facts.found_ahead;
+    }
+    options_.on_event(event);
+  }
   // Every peer reaches this epoch with this step, so all of them look for a parameter group together.
   const auto every = options_.training.average_parameters_every;
-  if (apply && every > 0 && epoch_ % every == 0 && p.tracker->others() > 0) average_parameters();
-  for (auto& a : p.accumulators) a.zero_();
-  for (auto& param : p.parameter_list) {
-    if (param.mutable_grad().defined()) param.mutable_grad().zero_();
-  }
-  p.micro_steps = p.samples = p.epoch_micro_steps = 0;
-  p.loss_sum = 0;
-  p.sample_ids.clear();
-  p.tracker->report(local_progress());
-  if (p.state_server) p.state_server->set_state(std::make_shared<const avg::TrainingState>(snapshot()));
+  if (apply && every > 0 && epoch_ % every == 0 && p.swarm.others() > 0) average_parameters();
+  p.gradients.clear();
+  p.swarm.tracker().report(local_progress());
+  p.swarm.serve_state(std::make_shared<const avg::TrainingState>(snapshot()));
   publish_donor_and_metrics(true);
   if (!options_.checkpoint_dir.empty() && options_.training.checkpoint_every > 0 &&
       epoch_ % options_.training.checkpoint_every == 0) {
@@ -369,23 +310,22 @@ void Trainer::step(TrainerReport& report) {
 
 void Trainer::match_ahead(const collab::CollaborationState& state) {
   auto& p = *parts_;
-  if (!options_.match_ahead || p.tracker->others() == 0) return;
+  if (!options_.match_ahead || p.swarm.others() == 0) return;
   if (state.eta_seconds > std::chrono::duration<double>(options_.averaging.matchmaking_time).count()) return;
   const std::string round = collab::gradient_round(epoch_);
-  if (p.averager->prepared_round() == round) return;
+  if (p.swarm.averager().prepared_round() == round) return;
   // A round still prepared for an earlier epoch (we caught up since) is withdrawn by prepare().
-  p.averager->prepare(p.gradient_schema, p.tracker->others() + 1, round);
+  p.swarm.averager().prepare(p.gradients.schema(), p.swarm.others() + 1, round);
 }
 
 void Trainer::average_parameters() {
   auto& p = *parts_;
-  torch::NoGradGuard no_grad;
   // The gradient buffer is free between steps, and parameters have the gradients' layout and schema
   // (the round's kind keeps them apart from gradient rounds).
-  flatten_into(p.parameter_list, p.gradient_vector);
+  p.gradients.read_parameters();
   p.ema.pause();
-  auto outcome = p.averager->step(p.gradient_schema, p.gradient_vector, 1.0, p.tracker->others() + 1,
-                                  "params." + std::to_string(epoch_));
+  auto outcome = p.swarm.averager().step(p.gradients.schema(), p.gradients.values(), 1.0, p.swarm.others() + 1,
+                                         "params." + std::to_string(epoch_));
   p.ema.resume(now_seconds());
   Logger::Line line(options_.log, LogLevel::kInfo, kLog);
   line << "epoch " << epoch_ << ": ";
@@ -393,10 +333,10 @@ void Trainer::average_parameters() {
     line << "parameters not averaged: " << outcome.status().to_string();
   } else if (outcome->group_size == 0) {
     line << "parameters not averaged: " << outcome->why_alone;
-  } else if (!all_finite(p.gradient_vector)) {
+  } else if (!all_finite(p.gradients.values())) {
     line << "parameters not averaged: the average is not finite";
   } else {
-    unflatten_from(p.gradient_vector, p.parameter_list);
+    p.gradients.write_parameters();
     line << "parameters averaged in a group of " << outcome->group_size;
   }
 }
@@ -407,12 +347,12 @@ Status Trainer::catch_up(TrainerReport& report) {
   p.next_catch_up = std::chrono::steady_clock::now() + kCatchUpBackoff;
   avg::DownloadOptions download;
   download.run_id = options_.run_id;
-  download.expected_schema = p.state_schema;
-  if (!p.donor_endpoint.empty()) download.exclude.push_back(p.donor_endpoint);
+  download.expected_schema = p.state.schema;
+  if (!p.swarm.donor_endpoint().empty()) download.exclude.push_back(p.swarm.donor_endpoint());
   download.max_donors = 1;  // optimizer statistics are not averaged: stripes must come from one peer
   download.log = options_.log;
   p.ema.pause();
-  auto downloaded = avg::download_state(node_, p.averager->client(), download, Deadline::after(std::chrono::seconds(120)));
+  auto downloaded = avg::download_state(node_, p.swarm.averager().client(), download, Deadline::after(std::chrono::seconds(120)));
   p.ema.resume(now_seconds());
   if (!downloaded) return downloaded.status().with_context("downloading the swarm's state");
   if (downloaded->state.epoch() <= epoch_) return Status();
@@ -423,57 +363,21 @@ Status Trainer::catch_up(TrainerReport& report) {
                                                     << " (we were at " << from << ") from "
                                                     << (downloaded->donors.empty() ? "?" : downloaded->donors.front().address);
   if (options_.on_event) options_.on_event(TrainerEvent{.kind = TrainerEvent::Kind::kLoadedState, .epoch = epoch_});
-  p.tracker->report(local_progress());
+  p.swarm.tracker().report(local_progress());
   return Status();
-}
-
-void Trainer::attach_to_relay() {
-  auto& p = *parts_;
-  relay::RelayKeeperOptions keeping = options_.relaying;
-  // Forwarded requests reach our averaging server in-process.
-  keeping.local_endpoint = p.averager->in_process_endpoint();
-  keeping.log = options_.log;
-  auto keeper = std::make_unique<relay::RelayKeeper>(*p.context, *p.identity, &node_, keeping);
-  auto attached = keeper->start(Deadline::after(std::chrono::seconds(15)));
-  if (!attached.is_ok()) {
-    Logger::Line(options_.log, LogLevel::kWarning, kLog)
-        << "client mode without a relay (" << attached.message()
-        << "): this peer trains and sends its gradients, but nobody can reach it to download its state";
-    return;
-  }
-  p.relay_keeper = std::move(keeper);
-  p.donor_endpoint = p.relay_keeper->address();
-  Logger::Line(options_.log, LogLevel::kInfo, kLog) << "reachable through a relay at " << p.donor_endpoint;
 }
 
 void Trainer::publish_donor_and_metrics(bool force) {
   auto& p = *parts_;
-  if (p.relay_keeper) {  // our relay may have changed (the keeper moved us): advertise the new address at once
-    auto address = p.relay_keeper->address();
-    if (!address.empty() && address != p.donor_endpoint) {
-      p.donor_endpoint = address;
-      force = true;
-    }
-  }
-  auto now = std::chrono::steady_clock::now();
-  if (!force && now - p.last_donor_advert < options_.record_ttl / 3) return;
-  p.last_donor_advert = now;
-  const auto deadline = Deadline::after(std::chrono::seconds(3));
-  if (p.state_server && !p.donor_endpoint.empty()) {
-    auto info = p.state_server->donor_info(net::PeerAddress{p.donor_endpoint, node_.id()});
-    auto advertised = avg::advertise_donor(node_, options_.run_id, info, options_.record_ttl, deadline);
-    if (!advertised) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "donor advertisement: " << advertised.status().to_string();
-  }
   collab::PeerMetrics metrics;
   metrics.epoch = epoch_;
-  if (p.has_loss) metrics.loss = p.last_loss;
+  if (p.loss.has_last) metrics.loss = p.loss.last;
   metrics.samples_per_second = p.ema.samples_per_second();
-  metrics.micro_steps = p.micro_steps;
+  metrics.micro_steps = p.gradients.micro_steps();
   metrics.role = options_.averaging.role == avg::AvgRole::kClient ? "client" : "trainer";
   metrics.target_batch_size = options_.training.target_batch_size;
   metrics.rounds = p.rounds_averaged;
-  auto stored = collab::publish_metrics(node_, options_.run_id, metrics, options_.record_ttl, deadline);
-  if (!stored.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "metrics record: " << stored.to_string();
+  p.swarm.publish_donor_and_metrics(metrics, force);
 }
 
 void Trainer::show_status(const collab::CollaborationState& state, bool final) {
@@ -481,26 +385,27 @@ void Trainer::show_status(const collab::CollaborationState& state, bool final) {
   auto& p = *parts_;
   std::fprintf(stderr, "\r\033[Kepoch %llu | %.0f/%llu samples | %zu peers | ETA %.1f s | loss %.4f | %.1f samples/s%s",
                static_cast<unsigned long long>(epoch_), state.samples_accumulated,
-               static_cast<unsigned long long>(state.target_batch_size), state.peers, state.eta_seconds, p.last_loss,
+               static_cast<unsigned long long>(state.target_batch_size), state.peers, state.eta_seconds, p.loss.last,
                p.ema.samples_per_second(), final ? "\n" : "");
 }
 
 Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
   auto& p = *parts_;
+  auto& tracker = p.swarm.tracker();
   TrainerReport report;
   report.states_loaded = p.states_loaded_at_start;
   if (options_.min_peers > 1) {
     Logger::Line(options_.log, LogLevel::kInfo, kLog) << "waiting for " << options_.min_peers << " peers in run '" << options_.run_id << "'";
     auto deadline = Deadline::after(options_.wait_for_peers);
-    while (p.tracker->others() + 1 < options_.min_peers) {
+    while (p.swarm.others() + 1 < options_.min_peers) {
       if (should_stop()) return report;
       if (deadline.passed()) {
-        return error(Code::kTimeout, "only " + std::to_string(p.tracker->others() + 1) + " of the " +
+        return error(Code::kTimeout, "only " + std::to_string(p.swarm.others() + 1) + " of the " +
                                          std::to_string(options_.min_peers) + " peers asked for (--min-peers) joined run '" +
                                          options_.run_id + "' in time");
       }
-      p.tracker->report(local_progress());
-      p.tracker->refresh_now();
+      tracker.report(local_progress());
+      tracker.refresh_now();
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
@@ -519,9 +424,7 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
     double loss_value = loss.item<double>();
     if (!std::isfinite(loss_value)) {
       Logger::Line(options_.log, LogLevel::kWarning, kLog) << "dropped a micro-batch with a non-finite loss";
-      for (auto& param : p.parameter_list) {
-        if (param.mutable_grad().defined()) param.mutable_grad().zero_();
-      }
+      p.gradients.drop_micro_batch();
       continue;
     }
     loss.backward();
@@ -529,9 +432,9 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
     double compute_end = now_seconds();
     p.compute_seconds += compute_end - compute_begin;
     p.ema.update(static_cast<std::uint64_t>(batch->size()), compute_end);
-    p.tracker->report(local_progress());
+    tracker.report(local_progress());
 
-    auto state = p.tracker->state();
+    auto state = tracker.state();
     show_status(state);
     if (state.epoch > epoch_ + 1) {
       auto caught = catch_up(report);
@@ -545,19 +448,16 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
     }
     publish_donor_and_metrics(false);
   }
-  show_status(p.tracker->state(), true);
+  show_status(tracker.state(), true);
   report.epoch = epoch_;
-  report.last_loss = p.last_loss;
+  report.last_loss = p.loss.last;
   report.seconds = now_seconds() - p.started;
   report.compute_seconds = p.compute_seconds;
   if (!options_.checkpoint_dir.empty()) {
     auto saved = save_checkpoint_files();
     if (!saved.is_ok()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << saved.to_string();
   }
-  auto withdrawn = p.tracker->withdraw(Deadline::after(std::chrono::seconds(3)));
-  if (!withdrawn.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "withdrawing progress: " << withdrawn.to_string();
-  withdrawn = collab::withdraw_metrics(node_, options_.run_id, options_.record_ttl, Deadline::after(std::chrono::seconds(2)));
-  if (!withdrawn.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "withdrawing metrics: " << withdrawn.to_string();
+  p.swarm.withdraw_records();
   return report;
 }
 

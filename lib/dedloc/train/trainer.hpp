@@ -28,6 +28,7 @@
 #include "dedloc/relay/relay_keeper.hpp"
 #include "dedloc/train/optimizer.hpp"
 #include "dedloc/collab/progress_tracker.hpp"
+#include "dedloc/collab/step_outcome.hpp"
 #include "dedloc/train/recipe.hpp"
 #include "dedloc/train/task.hpp"
 
@@ -109,13 +110,15 @@ class Trainer {
  private:
   struct Parts;
   void accumulate(const Batch& batch, double loss);
+  // One global step: the mean of our gradients, averaged when others are in the run, classified
+  // (collab/step_outcome.hpp), applied unless skipped, then published (progress, state, records).
   void step(TrainerReport& report);
+  void average_gradients(collab::StepFacts& facts);
+  void apply_gradients(collab::StepOutcome outcome);
   void match_ahead(const collab::CollaborationState& state);
   void average_parameters();
   Status catch_up(TrainerReport& report);
   void publish_donor_and_metrics(bool force);
-  // Client mode: attaches to a relay (RelayKeeper) so that others can download our state through it.
-  void attach_to_relay();
   void show_status(const collab::CollaborationState& state, bool final = false);
   collab::PeerProgress local_progress() const;
 
@@ -123,7 +126,7 @@ class Trainer {
   Task& task_;
   Optimizer& optimizer_;
   TrainerOptions options_;
-  std::unique_ptr<Parts> parts_;  // torch tensors and the network pieces (trainer.cpp)
+  std::unique_ptr<Parts> parts_;  // the gradient buffer, the swarm presence, tallies (trainer.cpp)
   std::uint64_t epoch_ = 0;
 };
 
