@@ -3,10 +3,10 @@
 //   Prefetcher<Batch> batches(4, [&] { return make_batch(); });
 //   auto next = batches.next();   // waits only if the producer has fallen behind
 //
-// The producer runs until the prefetcher is destroyed; an error it returns is handed to the consumer once
-// and stops production. The destructor never waits on a blocked consumer (there is none: the consumer is
-// the thread destroying it) and the producer checks for shutdown between items, so shutdown takes at most
-// one item's production time.
+// The producer runs until the prefetcher is destroyed; an error it returns (or an exception it throws) is
+// handed to the consumer once and stops production. The destructor never waits on a blocked consumer
+// (there is none: the consumer is the thread destroying it) and the producer checks for shutdown between
+// items, so shutdown takes at most one item's production time.
 #pragma once
 
 #include <condition_variable>
@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "dedloc/core/status.hpp"
+#include "dedloc/train/torch_errors.hpp"
 
 namespace dedloc::train {
 
@@ -57,7 +58,8 @@ class Prefetcher {
         changed_.wait(lock, [&] { return stopping_ || items_.size() < depth_; });
         if (stopping_) return;
       }
-      Result<T> item = produce_();
+      // What the producer throws (libtorch's errors) is its failure, not std::terminate on this thread.
+      Result<T> item = guard_torch("preparing a micro-batch", produce_);
       std::lock_guard lock(mutex_);
       if (!item) {
         failure_ = item.status();

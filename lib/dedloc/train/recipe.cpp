@@ -3,6 +3,7 @@
 #include <set>
 
 #include "dedloc/train/task_registry.hpp"
+#include "dedloc/train/torch_errors.hpp"
 
 namespace dedloc::train {
 
@@ -19,9 +20,9 @@ Status invalid(const ConfigReader& where, const std::string& what) {
 Result<Recipe> Recipe::load(const std::string& path) {
   auto root = ConfigReader::from_file(path);
   if (!root) return root.status();
-  Recipe recipe(std::move(*root));
+  Recipe recipe;
   recipe.path = path;
-  ConfigReader& r = recipe.root_;
+  ConfigReader& r = *root;
   // Top-level typos are caught now, before the task (which may take minutes to build) reads its sections.
   for (const auto& key : r.keys()) {
     if (!kTopLevelKeys.count(key)) {
@@ -32,8 +33,6 @@ Result<Recipe> Recipe::load(const std::string& path) {
   r.read("run_id", recipe.run_id);
   r.read("seed", recipe.seed);
   ConfigReader model = r.section("model");
-  recipe.model_section_ = model;
-  recipe.data_section_ = r.section("data");
   YAML::Node kind = model.raw("kind");
   recipe.model_kind = kind && kind.IsScalar() ? kind.as<std::string>() : "";
   if (recipe.model_kind.empty()) return invalid(model, "kind: missing (one of " + known_task_kinds() + ")");
@@ -77,8 +76,11 @@ Result<Recipe> Recipe::load(const std::string& path) {
   }
   a.target_group_size = group;
   a.min_group_size = min_group;
-  // Unknown keys in these sections are reported by build_task's finish(), with the task's own; the
-  // values read so far are checked here.
+  // The task reads its own sections; then every key of the file has been read, and any left is unknown.
+  auto build = read_task(recipe.model_kind, model, r.section("data"));
+  if (!build) return build.status();
+  recipe.build_task_ = std::move(*build);
+  DEDLOC_RETURN_IF_ERROR(r.finish());
 
   if (recipe.training.target_batch_size < 1) return invalid(training, "target_batch_size must be >= 1");
   if (recipe.training.micro_batch_size < 1) return invalid(training, "micro_batch_size must be >= 1");
@@ -97,8 +99,8 @@ Result<Recipe> Recipe::load(const std::string& path) {
   return recipe;
 }
 
-Result<std::unique_ptr<Task>> Recipe::build_task(const TaskContext& context) {
-  return make_task(model_kind, *model_section_, *data_section_, context, [this] { return root_.finish(); });
+Result<std::unique_ptr<Task>> Recipe::build_task(const TaskContext& context) const {
+  return guard_torch("building the model", [&] { return build_task_(context); });
 }
 
 }  // namespace dedloc::train

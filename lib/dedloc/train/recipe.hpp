@@ -9,10 +9,11 @@
 //   schedule: {kind: linear, lr: 0.00176, warmup_epochs: 50, total_epochs: 1000}
 //   averaging: {target_group_size: 16, matchmaking_time: 5, averaging_timeout: 60, codec: fp16, ...}
 //
-// Every key is checked: an unknown or mistyped one is an error naming the key and the file, before any
-// model is built.
+// Every key is checked when the recipe is loaded, the task's sections too: an unknown or mistyped one is
+// an error naming the key and the file, before any model is built or any peer is contacted.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,11 +57,12 @@ struct AveragingRecipe {
 
 class Recipe {
  public:
-  // Reads and checks everything but the model and data sections (those belong to the task, build_task).
+  // Reads and checks everything, the model and data sections with the task's reader (task_registry.hpp).
   static Result<Recipe> load(const std::string& path);
 
-  // Builds the task the recipe names (model.kind), which reads and checks model: and data:.
-  Result<std::unique_ptr<Task>> build_task(const TaskContext& context);
+  // Builds the task the recipe names (model.kind). What libtorch throws on the way (a device out of
+  // memory) is an error too (train/torch_errors.hpp).
+  Result<std::unique_ptr<Task>> build_task(const TaskContext& context) const;
 
   std::string path;
   std::string run_id;
@@ -72,10 +74,8 @@ class Recipe {
   AveragingRecipe averaging;
 
  private:
-  explicit Recipe(ConfigReader root) : root_(std::move(root)) {}
-  ConfigReader root_;
-  // The sections handed to the task: the very readers made from root_, so its finish() sees their reads.
-  std::optional<ConfigReader> model_section_, data_section_;
+  Recipe() = default;
+  std::function<Result<std::unique_ptr<Task>>(const TaskContext&)> build_task_;  // from the task's reader
 };
 
 }  // namespace dedloc::train

@@ -10,6 +10,7 @@
 #include "dedloc/collab/step_outcome.hpp"
 #include "dedloc/train/gradient_buffer.hpp"
 #include "dedloc/train/swarm_presence.hpp"
+#include "dedloc/train/torch_errors.hpp"
 
 namespace dedloc::train {
 
@@ -170,7 +171,9 @@ Status Trainer::load_state(const avg::TrainingState& state) {
     }
     return error(Code::kRefused, "the state is for another model or optimizer: " + detail);
   }
-  for (size_t i = 0; i < p.state.tensors.size(); ++i) copy_from_floats(state.tensor(i), p.state.tensors[i]);
+  DEDLOC_RETURN_IF_ERROR(guard_torch("loading a training state", [&] {
+    for (size_t i = 0; i < p.state.tensors.size(); ++i) copy_from_floats(state.tensor(i), p.state.tensors[i]);
+  }));
   epoch_ = state.epoch();
   p.gradients.clear();  // computed on the parameters we had
   p.swarm.serve_state(std::make_shared<const avg::TrainingState>(snapshot()));
@@ -178,6 +181,10 @@ Status Trainer::load_state(const avg::TrainingState& state) {
 }
 
 Status Trainer::start() {
+  return guard_torch("starting", [&] { return start_in_swarm(); });
+}
+
+Status Trainer::start_in_swarm() {
   auto& p = *parts_;
   DEDLOC_RETURN_IF_ERROR(p.swarm.start());
   // The swarm's model must be ours: compare with the schema the first peers published.
@@ -411,27 +418,39 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
   }
   p.started = now_seconds();
   p.ema.resume(p.started);
-  torch::Tensor loss;
+  auto trained = train_until(should_stop, report);
+  show_status(tracker.state(), true);
+  report.epoch = epoch_;
+  report.last_loss = p.loss.last;
+  report.seconds = now_seconds() - p.started;
+  report.compute_seconds = p.compute_seconds;
+  if (!trained.is_ok()) {
+    // Leave at once, and cleanly: a group found ahead goes on without us, others stop counting us. No
+    // checkpoint: a step that threw may have left the parameters half-updated (the last one written stays).
+    p.swarm.averager().withdraw();
+    p.swarm.withdraw_records();
+    return trained;
+  }
+  if (!options_.checkpoint_dir.empty()) {
+    auto saved = save_checkpoint_files();
+    if (!saved.is_ok()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << saved.to_string();
+  }
+  p.swarm.withdraw_records();
+  return report;
+}
+
+Status Trainer::train_until(const std::function<bool()>& should_stop, TrainerReport& report) {
+  auto& p = *parts_;
+  auto& tracker = p.swarm.tracker();
   while (!should_stop()) {
     double now = now_seconds();
     if (options_.max_time_seconds > 0 && now - p.started >= options_.max_time_seconds) break;
     if (options_.max_epochs > 0 && epoch_ >= options_.max_epochs) break;
 
-    double compute_begin = now_seconds();
-    auto batch = task_.next_batch();
-    if (!batch) return batch.status().with_context("reading data");
-    loss = task_.loss(*batch);
-    double loss_value = loss.item<double>();
-    if (!std::isfinite(loss_value)) {
-      Logger::Line(options_.log, LogLevel::kWarning, kLog) << "dropped a micro-batch with a non-finite loss";
-      p.gradients.drop_micro_batch();
-      continue;
-    }
-    loss.backward();
-    accumulate(*batch, loss_value);
-    double compute_end = now_seconds();
-    p.compute_seconds += compute_end - compute_begin;
-    p.ema.update(static_cast<std::uint64_t>(batch->size()), compute_end);
+    // The task's and the optimizer's edge: what libtorch throws ends the run as an error (torch_errors.hpp).
+    auto computed = guard_torch("computing a micro-batch", [&] { return compute_micro_batch(); });
+    if (!computed) return computed.status();
+    if (!*computed) continue;
     tracker.report(local_progress());
 
     auto state = tracker.state();
@@ -442,27 +461,39 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
       continue;
     }
     if (state.batch_ready() || state.epoch > epoch_) {
-      step(report);
+      DEDLOC_RETURN_IF_ERROR(guard_torch("taking global step " + std::to_string(epoch_ + 1), [&] { step(report); }));
     } else {
       match_ahead(state);
     }
     publish_donor_and_metrics(false);
   }
-  show_status(tracker.state(), true);
-  report.epoch = epoch_;
-  report.last_loss = p.loss.last;
-  report.seconds = now_seconds() - p.started;
-  report.compute_seconds = p.compute_seconds;
-  if (!options_.checkpoint_dir.empty()) {
-    auto saved = save_checkpoint_files();
-    if (!saved.is_ok()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << saved.to_string();
+  return Status();
+}
+
+Result<bool> Trainer::compute_micro_batch() {
+  auto& p = *parts_;
+  double compute_begin = now_seconds();
+  auto batch = task_.next_batch();
+  if (!batch) return batch.status().with_context("reading data");
+  torch::Tensor loss = task_.loss(*batch);
+  double loss_value = loss.item<double>();
+  if (!std::isfinite(loss_value)) {
+    Logger::Line(options_.log, LogLevel::kWarning, kLog) << "dropped a micro-batch with a non-finite loss";
+    p.gradients.drop_micro_batch();
+    return false;
   }
-  p.swarm.withdraw_records();
-  return report;
+  loss.backward();
+  accumulate(*batch, loss_value);
+  double compute_end = now_seconds();
+  p.compute_seconds += compute_end - compute_begin;
+  p.ema.update(static_cast<std::uint64_t>(batch->size()), compute_end);
+  return true;
 }
 
 Status Trainer::save_checkpoint_files() const {
-  auto state = snapshot();
+  auto snapshotted = guard_torch("copying the training state", [&] { return Result<avg::TrainingState>(snapshot()); });
+  if (!snapshotted) return snapshotted.status();
+  auto& state = *snapshotted;
   std::string dir = options_.checkpoint_dir;
   DEDLOC_RETURN_IF_ERROR(collab::save_checkpoint(dir + "/checkpoint.safetensors", state, options_.checkpoint_extra));
   // The model alone, under its own names.

@@ -95,7 +95,9 @@ class Trainer {
   // Starts the averaging/donor server, checks that the swarm trains the same model (schema hash), and
   // catches up with the swarm if it is past our epoch. Errors name what differs.
   Status start();
-  // Trains until `should_stop` says so, max_time or max_epochs. Withdraws our records on the way out.
+  // Trains until `should_stop` says so, max_time or max_epochs. Withdraws our records on the way out, on
+  // an error too. What the task or the optimizer throws (libtorch's errors, a device out of memory) ends
+  // the run as an error Status naming what was being done (train/torch_errors.hpp).
   Result<TrainerReport> run(const std::function<bool()>& should_stop);
 
   // The whole training state (parameters, buffers, optimizer statistics, epoch, lr) and loading one (a
@@ -109,6 +111,10 @@ class Trainer {
 
  private:
   struct Parts;
+  Status start_in_swarm();
+  Status train_until(const std::function<bool()>& should_stop, TrainerReport& report);
+  // Forward, backward and accumulation of one micro-batch; false when it was dropped (non-finite loss).
+  Result<bool> compute_micro_batch();
   void accumulate(const Batch& batch, double loss);
   // One global step: the mean of our gradients, averaged when others are in the run, classified
   // (collab/step_outcome.hpp), applied unless skipped, then published (progress, state, records).

@@ -85,14 +85,14 @@ class MlpTask : public Task {
 
 }  // namespace
 
-Result<std::unique_ptr<Task>> make_mlp_task(ConfigReader model, ConfigReader data, const TaskContext& context) {
+Result<MlpOptions> read_mlp_options(ConfigReader model, ConfigReader data, std::string_view kind) {
   std::string model_kind, data_kind;
-  std::int64_t hidden = 64, layers = 2;
-  RegressionDataOptions d;
+  MlpOptions options;
+  auto& d = options.data;
   model.read("kind", model_kind);
   model.read("inputs", d.inputs);
-  model.read("hidden", hidden);
-  model.read("layers", layers);
+  model.read("hidden", options.hidden);
+  model.read("layers", options.layers);
   model.read("outputs", d.outputs);
   data.read("kind", data_kind);
   data.read("samples", d.samples);
@@ -102,12 +102,18 @@ Result<std::unique_ptr<Task>> make_mlp_task(ConfigReader model, ConfigReader dat
   auto bad = [](const ConfigReader& where, const std::string& what) {
     return error(Code::kInvalidArgument, where.where() + ": " + what);
   };
-  if (model_kind != "mlp") return bad(model, "kind: expected 'mlp', got '" + model_kind + "'");
+  if (model_kind != kind) return bad(model, "kind: expected '" + std::string(kind) + "', got '" + model_kind + "'");
   if (data_kind != "regression") return bad(data, "kind: the mlp model trains on 'regression' data, got '" + data_kind + "'");
-  if (d.inputs < 1 || d.outputs < 1 || hidden < 1 || layers < 0 || layers > 64) return bad(model, "inputs, outputs, hidden must be >= 1 and layers in [0, 64]");
+  if (d.inputs < 1 || d.outputs < 1 || options.hidden < 1 || options.layers < 0 || options.layers > 64) {
+    return bad(model, "inputs, outputs, hidden must be >= 1 and layers in [0, 64]");
+  }
   if (d.samples < 1 || d.samples > (1 << 24) || d.teacher_hidden < 1 || d.noise < 0) return bad(data, "samples in [1, 2^24], teacher_hidden >= 1, noise >= 0");
+  return options;
+}
+
+Result<std::unique_ptr<Task>> make_mlp_task(const MlpOptions& o, const TaskContext& context) {
   if (context.micro_batch_size < 1) return error(Code::kInvalidArgument, "micro_batch_size must be >= 1");
-  return std::unique_ptr<Task>(std::make_unique<MlpTask>(d.inputs, hidden, layers, d.outputs, d, context));
+  return std::unique_ptr<Task>(std::make_unique<MlpTask>(o.data.inputs, o.hidden, o.layers, o.data.outputs, o.data, context));
 }
 
 }  // namespace dedloc::train

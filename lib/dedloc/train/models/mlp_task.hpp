@@ -35,6 +35,14 @@ class RegressionData {
   torch::Tensor inputs_, targets_;
 };
 
-Result<std::unique_ptr<Task>> make_mlp_task(ConfigReader model, ConfigReader data, const TaskContext& context);
+struct MlpOptions {
+  std::int64_t hidden = 64;
+  std::int64_t layers = 2;
+  RegressionDataOptions data;  // inputs and outputs are the model's keys, the rest data's
+};
+
+// Reads and checks the model: and data: sections (model.kind must be `kind`).
+Result<MlpOptions> read_mlp_options(ConfigReader model, ConfigReader data, std::string_view kind = "mlp");
+Result<std::unique_ptr<Task>> make_mlp_task(const MlpOptions& options, const TaskContext& context);
 
 }  // namespace dedloc::train

@@ -248,10 +248,14 @@ std::string SwavTask::describe() const {
 Result<std::unique_ptr<Task>> make_swav_task(ConfigReader model, ConfigReader data, const TaskContext& context) {
   auto options = read_swav_options(std::move(model), std::move(data));
   if (!options) return options.status();
-  auto task = SwavTask::create(*options, context);
+  return make_swav_task(*options, context);
+}
+
+Result<std::unique_ptr<Task>> make_swav_task(const SwavTaskOptions& options, const TaskContext& context) {
+  auto task = SwavTask::create(options, context);
   if (!task) return task.status();
   context.log->info("swav") << (*task)->describe() << ", " << (*task)->dataset().count << " "
-                            << options->data.split << " images";
+                            << options.data.split << " images";
   return std::unique_ptr<Task>(std::move(*task));
 }
 

@@ -117,5 +117,7 @@ class SwavTask final : public Task {
 
 // The factory dedloc-train calls for `model: {kind: swav}`.
 Result<std::unique_ptr<Task>> make_swav_task(ConfigReader model, ConfigReader data, const TaskContext& context);
+// The same from options already read (read_swav_options).
+Result<std::unique_ptr<Task>> make_swav_task(const SwavTaskOptions& options, const TaskContext& context);
 
 }  // namespace dedloc::train::models
