@@ -11,6 +11,9 @@ int main(int argc, char** argv) {
                "every peer applies the same step: large-batch SGD over everyone's hardware.",
                "dedloc-train"};
   cli::add_common_flags(app, common);
+  // Its settings come from --recipe and flags: offer no --config (nor --print-config) only to refuse it.
+  app.remove_option(app.get_option("--config"));
+  app.remove_option(app.get_option("--print-config"));
   app.add_option("--recipe", options.recipe, "the run's recipe: recipes/NAME.yaml (docs/recipes.md)")->required();
   app.add_option("--initial-peers", options.initial_peers,
                  "DHT nodes to join through (tcp://HOST:PORT/k/KEY); none: this peer starts a new swarm");

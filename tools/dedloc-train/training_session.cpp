@@ -10,11 +10,14 @@
 
 #include "dedloc/cli/ready_line.hpp"
 #include "dedloc/cli/signals.hpp"
-#include "dedloc/core/memory.hpp"
-#include "dedloc/dht/node.hpp"
 #include "dedloc/collab/checkpoint.hpp"
 #include "dedloc/collab/progress.hpp"
+#include "dedloc/core/blas.hpp"
+#include "dedloc/core/memory.hpp"
+#include "dedloc/dht/node.hpp"
+#include "dedloc/train/torch_errors.hpp"
 #include "dedloc/train/trainer.hpp"
+#include "dedloc/train/trainer_options.hpp"
 
 namespace dedloc::train_tool {
 
@@ -49,34 +52,64 @@ std::string announced(const std::string& listen, const std::string& host) {
   return "tcp://" + host + ":" + std::to_string(bound->port);
 }
 
+// One line per global step and per state download, for scripts and tests that follow a run.
+void print_event(const train::TrainerEvent& e) {
+  nlohmann::json line = {{"event", train::to_string(e.kind)}, {"epoch", e.epoch}};
+  if (e.kind != train::TrainerEvent::Kind::kLoadedState) {
+    line["loss"] = e.loss;
+    line["samples"] = e.samples;
+  }
+  if (e.kind == train::TrainerEvent::Kind::kAveraged) {
+    line["group_size"] = e.group_size;
+    line["found_ahead"] = e.found_ahead;
+  }
+  std::cout << line.dump() << std::endl;
+}
+
+// The checks of flags against each other and the recipe, before anything starts.
+Status check_flags(const SessionOptions& o, const std::vector<net::PeerAddress>& peers) {
+  if (o.resume && o.checkpoint_dir.empty()) return error(Code::kInvalidArgument, "--resume needs --checkpoint-dir");
+  if (!o.relays.empty() && !o.client_mode) {
+    return error(Code::kInvalidArgument, "--relay is for --client-mode peers (others are dialled directly)");
+  }
+  if (o.client_mode && peers.empty()) {
+    return error(Code::kInvalidArgument, "--client-mode needs --initial-peers: a client cannot start a swarm");
+  }
+  return Status();
+}
+
 }  // namespace
 
 int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   auto& log = Logger::global();
   if (auto status = cli::setup_logging(common, log); !status.is_ok()) return cli::report_failure(kTool, status);
-  if (!common.config.empty() || common.print_config) {
-    return cli::report_failure(kTool, error(Code::kInvalidArgument, "--config/--print-config: dedloc-train takes its "
-                                                                     "settings from --recipe and flags"));
-  }
+  warn_if_reference_blas(log);
+  // The whole recipe is checked here, every key of every section: a bad one fails before the swarm is joined.
   auto recipe = train::Recipe::load(o.recipe);
   if (!recipe) return cli::report_failure(kTool, recipe.status());
-  std::string run_id = o.run_id.empty() ? recipe->run_id : o.run_id;
-  if (run_id.empty()) {
-    return cli::report_failure(kTool, error(Code::kInvalidArgument, o.recipe + ": no run_id; give one there or with --run-id"));
-  }
-  if (o.resume && o.checkpoint_dir.empty()) {
-    return cli::report_failure(kTool, error(Code::kInvalidArgument, "--resume needs --checkpoint-dir"));
-  }
   auto peers = cli::peer_addresses(common, o.initial_peers, "--initial-peers");
   if (!peers) return cli::report_failure(kTool, peers.status());
   auto relays = cli::peer_addresses(common, o.relays, "--relay");
   if (!relays) return cli::report_failure(kTool, relays.status());
-  if (!o.relays.empty() && !o.client_mode) {
-    return cli::report_failure(kTool, error(Code::kInvalidArgument, "--relay is for --client-mode peers (others are dialled directly)"));
-  }
-  if (o.client_mode && peers->empty()) {
-    return cli::report_failure(kTool, error(Code::kInvalidArgument, "--client-mode needs --initial-peers: a client cannot start a swarm"));
-  }
+  if (auto checked = check_flags(o, *peers); !checked.is_ok()) return cli::report_failure(kTool, checked);
+  train::TrainerOverrides overrides{.run_id = o.run_id,
+                                    .client_mode = o.client_mode,
+                                    .relays = std::move(*relays),
+                                    .avg_listen = o.avg_listen,
+                                    .avg_announce = announced(o.avg_listen, o.announce_host),
+                                    .bandwidth_mbit = o.bandwidth_mbit,
+                                    .micro_batch_size = o.micro_batch_size,
+                                    .max_time_seconds = o.max_time,
+                                    .max_epochs = o.max_epochs,
+                                    .min_peers = o.min_peers,
+                                    .checkpoint_dir = o.checkpoint_dir,
+                                    .samples_log = o.samples_log,
+                                    .status_line = ::isatty(STDERR_FILENO) && !common.json};
+  auto options = train::trainer_options(*recipe, overrides);
+  if (!options) return cli::report_failure(kTool, options.status());
+  options->log = &log;
+  if (common.json) options->on_event = print_event;
+  const std::string& run_id = options->run_id;
   auto device = parse_device(o.device);
   if (!device) return cli::report_failure(kTool, device.status());
   auto identity = cli::load_identity(common);
@@ -100,85 +133,42 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
     }
   }
 
-  train::TaskContext task_context;
-  task_context.device = *device;
-  task_context.init_seed = recipe->seed;
-  task_context.data_seed = o.data_seed != 0 ? o.data_seed : std::random_device{}();
-  task_context.micro_batch_size = o.micro_batch_size > 0 ? o.micro_batch_size : recipe->training.micro_batch_size;
-  task_context.work_dir = o.checkpoint_dir.empty() ? std::filesystem::temp_directory_path().string() + "/dedloc-" + run_id
-                                                   : o.checkpoint_dir;
-  task_context.log = &log;
-  std::error_code ec;
-  std::filesystem::create_directories(task_context.work_dir, ec);
+  auto task_context = train::task_context(
+      *recipe, *options, *device, o.data_seed != 0 ? o.data_seed : std::random_device{}(),
+      o.checkpoint_dir.empty() ? std::filesystem::temp_directory_path().string() + "/dedloc-" + run_id : o.checkpoint_dir);
   auto task = recipe->build_task(task_context);
   if (!task) return cli::report_failure(kTool, task.status());
   auto& t = **task;
-  auto optimizer = train::make_optimizer(recipe->optimizer, t.named_parameters(),
-                                         [&t](const std::string& name) { return t.decays(name); });
-  if (!optimizer) return cli::report_failure(kTool, optimizer.status().with_context(o.recipe + ": optimizer"));
-
-  train::TrainerOptions options;
-  options.run_id = run_id;
-  options.training = recipe->training;
-  options.training.micro_batch_size = task_context.micro_batch_size;
-  options.schedule = recipe->schedule;
-  auto& a = options.averaging;
-  a.role = o.client_mode ? avg::AvgRole::kClient : avg::AvgRole::kNode;
-  options.relaying.relays = std::move(*relays);
-  a.listen = o.avg_listen;
-  if (!o.client_mode) a.announce = announced(o.avg_listen, o.announce_host);
-  a.bandwidth = (o.bandwidth_mbit > 0 ? o.bandwidth_mbit : recipe->averaging.bandwidth_mbit) * 1e6 / 8;
-  a.target_group_size = recipe->averaging.target_group_size;
-  a.min_group_size = recipe->averaging.min_group_size;
-  a.matchmaking_time = from_seconds(recipe->averaging.matchmaking_time);
-  options.match_ahead = recipe->averaging.match_ahead;
-  a.averaging_timeout = from_seconds(recipe->averaging.averaging_timeout);
-  a.all_reduce.codec = recipe->averaging.codec;
-  a.all_reduce.sender_timeout = from_seconds(recipe->averaging.sender_timeout);
-  a.all_reduce.reducer_timeout = from_seconds(recipe->averaging.reducer_timeout);
-  a.all_reduce.centered_clip = recipe->averaging.centered_clip;
-  options.max_time_seconds = o.max_time;
-  options.max_epochs = o.max_epochs;
-  options.min_peers = o.min_peers;
-  options.checkpoint_dir = o.checkpoint_dir;
-  options.checkpoint_extra = {{"run_id", run_id}, {"recipe", o.recipe}, {"model", recipe->model_kind}};
-  options.samples_log = o.samples_log;
-  options.status_line = ::isatty(STDERR_FILENO) && !common.json;
-  if (common.json) {
-    // One line per global step and per state download, for scripts and tests that follow a run.
-    options.on_event = [](const train::TrainerEvent& e) {
-      nlohmann::json line = {{"event", train::to_string(e.kind)}, {"epoch", e.epoch}};
-      if (e.kind != train::TrainerEvent::Kind::kLoadedState) {
-        line["loss"] = e.loss;
-        line["samples"] = e.samples;
-      }
-      if (e.kind == train::TrainerEvent::Kind::kAveraged) {
-        line["group_size"] = e.group_size;
-        line["found_ahead"] = e.found_ahead;
-      }
-      std::cout << line.dump() << std::endl;
-    };
-  }
-  options.log = &log;
-  train::Trainer trainer(context, node, *identity, t, **optimizer, options);
+  // The optimizer's statistics and the trainer's buffers live on the device too.
+  std::unique_ptr<train::Optimizer> optimizer;
+  std::unique_ptr<train::Trainer> trainer;
+  auto built = train::guard_torch("building the optimizer and the trainer", [&]() -> Status {
+    auto made = train::make_optimizer(recipe->optimizer, t.named_parameters(),
+                                      [&t](const std::string& name) { return t.decays(name); });
+    if (!made) return made.status().with_context(o.recipe + ": optimizer");
+    optimizer = std::move(*made);
+    trainer = std::make_unique<train::Trainer>(context, node, *identity, t, *optimizer, *options);
+    return Status();
+  });
+  if (!built.is_ok()) return cli::report_failure(kTool, built);
 
   if (o.resume) {
     auto checkpoint = collab::load_checkpoint(o.checkpoint_dir + "/checkpoint.safetensors");
     if (!checkpoint) return cli::report_failure(kTool, checkpoint.status());
-    if (auto loaded = trainer.load_state(checkpoint->state); !loaded.is_ok()) {
+    if (auto loaded = trainer->load_state(checkpoint->state); !loaded.is_ok()) {
       return cli::report_failure(kTool, loaded.with_context("resuming from " + o.checkpoint_dir));
     }
-    log.info("train") << "resumed at epoch " << trainer.epoch() << " from " << o.checkpoint_dir;
+    log.info("train") << "resumed at epoch " << trainer->epoch() << " from " << o.checkpoint_dir;
   }
-  if (auto started = trainer.start(); !started.is_ok()) return cli::report_failure(kTool, started);
+  if (auto started = trainer->start(); !started.is_ok()) return cli::report_failure(kTool, started);
   cli::ReadyLine ready{"train", node.id(), {}, {{"run_id", run_id}, {"model", t.describe()}}};
   if (!o.client_mode) ready.endpoints.push_back(node.address().to_string());
   ready.print();
-  log.info("train") << "training " << t.describe() << " in run '" << run_id << "' from epoch " << trainer.epoch()
+  log.info("train") << "training " << t.describe() << " in run '" << run_id << "' from epoch " << trainer->epoch()
                     << ", global batch " << recipe->training.target_batch_size << ", micro-batch "
                     << task_context.micro_batch_size << " on " << o.device;
 
-  auto report = trainer.run([] { return cli::shutdown_requested(); });
+  auto report = trainer->run([] { return cli::shutdown_requested(); });
   if (!report) return cli::report_failure(kTool, report.status());
   nlohmann::json summary = {{"event", "exit"},
                             {"epoch", report->epoch},
