@@ -86,7 +86,8 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   warn_if_reference_blas(log);
   // The whole recipe is checked here, every key of every section: a bad one fails before the swarm is joined.
   auto recipe = train::Recipe::load(o.recipe);
-  if (!recipe) return cli::report_failure(kTool, recipe.status());
+  // A recipe that is missing or wrong is a config error (exit 3, docs/operators.md), whatever its cause.
+  if (!recipe) return cli::report_failure(kTool, recipe.status()), cli::kExitConfig;
   auto peers = cli::peer_addresses(common, o.initial_peers, "--initial-peers");
   if (!peers) return cli::report_failure(kTool, peers.status());
   auto relays = cli::peer_addresses(common, o.relays, "--relay");
