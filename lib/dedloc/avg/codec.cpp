@@ -23,10 +23,10 @@
 #include <bit>
 #include <cfloat>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
+
+#include "dedloc/core/check.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -36,15 +36,6 @@
 #if defined(__SSE2__)
 #define DEDLOC_AVG_SSE2 1
 #endif
-
-// Programmer errors (a wrong output size): checked in release builds too, with file and line.
-#define DEDLOC_AVG_CHECK(cond, what)                                                           \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      std::fprintf(stderr, "%s:%d: check failed: %s (%s)\n", __FILE__, __LINE__, #cond, what); \
-      std::abort();                                                                            \
-    }                                                                                          \
-  } while (0)
 
 namespace dedloc::avg {
 
@@ -624,7 +615,7 @@ std::size_t encoded_bytes(Codec codec, std::size_t elements) {
     case Codec::kUniform8Bit: return 8 + elements;
     case Codec::kBlockwise8Bit: return 4 * block_count(elements) + elements;
   }
-  DEDLOC_AVG_CHECK(false, "unknown codec");
+  DEDLOC_CHECK(false, "unknown codec");
   return 0;
 }
 
@@ -685,7 +676,7 @@ namespace detail {
 
 void encode_with(Kernels kernels, Codec codec, std::span<const float> in, std::span<std::uint8_t> out) {
   const bool simd = kernels == Kernels::kNative;
-  DEDLOC_AVG_CHECK(out.size() == encoded_bytes(codec, in.size()), "encode: output size != encoded_bytes");
+  DEDLOC_CHECK(out.size() == encoded_bytes(codec, in.size()), "encode: output size != encoded_bytes");
   switch (codec) {
     case Codec::kNone:
       if (!in.empty()) std::memcpy(out.data(), in.data(), in.size_bytes());
@@ -701,7 +692,7 @@ void encode_with(Kernels kernels, Codec codec, std::span<const float> in, std::s
     case Codec::kUniform8Bit: encode_uniform8(in, out.data(), simd); return;
     case Codec::kBlockwise8Bit: encode_blockwise8(in, out.data(), simd); return;
   }
-  DEDLOC_AVG_CHECK(false, "unknown codec");
+  DEDLOC_CHECK(false, "unknown codec");
 }
 
 Status decode_with(Kernels kernels, Codec codec, ByteSpan in, std::span<float> out) {
@@ -795,25 +786,25 @@ void from_fp16_scalar(Fp16Mode mode, float mean, float scale, const std::uint8_t
 
 void to_fp16_f16c(Fp16Mode mode, float mean, float scale, std::span<const float> in, std::uint8_t* out) {
 #ifdef DEDLOC_AVG_X86
-  DEDLOC_AVG_CHECK(cpu_has_f16c(), "F16C kernel on a CPU without F16C");
+  DEDLOC_CHECK(cpu_has_f16c(), "F16C kernel on a CPU without F16C");
   switch (mode) {
     case Fp16Mode::kRaw: return to_fp16_f16c_impl<Fp16Mode::kRaw>(mean, scale, in, out);
     case Fp16Mode::kClamped: return to_fp16_f16c_impl<Fp16Mode::kClamped>(mean, scale, in, out);
     case Fp16Mode::kScaled: return to_fp16_f16c_impl<Fp16Mode::kScaled>(mean, scale, in, out);
   }
 #else
-  DEDLOC_AVG_CHECK(false, "F16C kernel on a non-x86 build");
+  DEDLOC_CHECK(false, "F16C kernel on a non-x86 build");
   (void)mode, (void)mean, (void)scale, (void)in, (void)out;
 #endif
 }
 
 void from_fp16_f16c(Fp16Mode mode, float mean, float scale, const std::uint8_t* in, std::span<float> out) {
 #ifdef DEDLOC_AVG_X86
-  DEDLOC_AVG_CHECK(cpu_has_f16c(), "F16C kernel on a CPU without F16C");
+  DEDLOC_CHECK(cpu_has_f16c(), "F16C kernel on a CPU without F16C");
   if (mode == Fp16Mode::kScaled) return from_fp16_f16c_impl<Fp16Mode::kScaled>(mean, scale, in, out);
   from_fp16_f16c_impl<Fp16Mode::kRaw>(mean, scale, in, out);
 #else
-  DEDLOC_AVG_CHECK(false, "F16C kernel on a non-x86 build");
+  DEDLOC_CHECK(false, "F16C kernel on a non-x86 build");
   (void)mode, (void)mean, (void)scale, (void)in, (void)out;
 #endif
 }

@@ -2,18 +2,15 @@
 
 #include <sodium.h>
 
-#include <cstdlib>
-
+#include "dedloc/core/check.hpp"
 #include "dedloc/core/files.hpp"
 
 namespace dedloc::crypto {
 
 void ensure_sodium_initialized() {
   static const int result = sodium_init();  // thread-safe static init; sodium_init itself is idempotent
-  if (result < 0) {
-    // Without a working CSPRNG no key can be made safely; there is nothing sensible to continue with.
-    std::abort();
-  }
+  // Without a working CSPRNG no key can be made safely; there is nothing sensible to continue with.
+  DEDLOC_CHECK(result >= 0, "libsodium failed to initialize");
 }
 
 Identity Identity::generate() {

@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <stdexcept>
+
+#include "dedloc/core/check.hpp"
 
 namespace dedloc::monitor {
 
@@ -48,13 +49,11 @@ std::string format_sample_value(double value) {
 }
 
 PrometheusText& PrometheusText::family(std::string_view name, Type type, std::string_view help) {
-  if (!is_name(name, true)) throw std::logic_error("not a Prometheus metric name: " + std::string(name));
-  if (type == Type::kCounter && !name.ends_with("_total")) {
-    throw std::logic_error("a Prometheus counter's name ends in _total: " + std::string(name));
-  }
-  if (std::find(families_.begin(), families_.end(), name) != families_.end()) {
-    throw std::logic_error("Prometheus family written twice: " + std::string(name));
-  }
+  DEDLOC_CHECK(is_name(name, true), "not a Prometheus metric name: " + std::string(name));
+  DEDLOC_CHECK(type != Type::kCounter || name.ends_with("_total"),
+               "a Prometheus counter's name ends in _total: " + std::string(name));
+  DEDLOC_CHECK(std::find(families_.begin(), families_.end(), name) == families_.end(),
+               "Prometheus family written twice: " + std::string(name));
   families_.emplace_back(name);
   family_ = name;
   text_ += "# HELP " + family_ + " " + escape_help(help) + "\n";
@@ -63,14 +62,13 @@ PrometheusText& PrometheusText::family(std::string_view name, Type type, std::st
 }
 
 PrometheusText& PrometheusText::sample(double value, const PrometheusLabels& labels) {
-  if (family_.empty()) throw std::logic_error("a Prometheus sample before any family");
+  DEDLOC_CHECK(!family_.empty(), "a Prometheus sample before any family");
   text_ += family_;
   if (!labels.empty()) {
     text_ += '{';
     for (size_t i = 0; i < labels.size(); ++i) {
-      if (!is_name(labels[i].first, false) || labels[i].first.starts_with("__")) {
-        throw std::logic_error("not a Prometheus label name: " + labels[i].first);
-      }
+      DEDLOC_CHECK(is_name(labels[i].first, false) && !labels[i].first.starts_with("__"),
+                   "not a Prometheus label name: " + labels[i].first);
       if (i > 0) text_ += ',';
       text_ += labels[i].first + "=\"" + escape_label_value(labels[i].second) + '"';
     }

@@ -19,7 +19,7 @@ class PrometheusText {
   enum class Type { kGauge, kCounter };
 
   // Starts a family. Names are the program's own constants: a name outside [a-zA-Z_:][a-zA-Z0-9_:]*, a
-  // counter whose name does not end in "_total", or a family started twice is a bug: std::logic_error.
+  // counter whose name does not end in "_total", or a family started twice is a bug: DEDLOC_CHECK.
   PrometheusText& family(std::string_view name, Type type, std::string_view help);
   // A sample of the family started last. Label names are constants too (checked likewise); values are
   // escaped.

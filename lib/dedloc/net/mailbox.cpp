@@ -5,12 +5,14 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <cstdlib>
+
+#include "dedloc/core/check.hpp"
 
 namespace dedloc::net {
 
 Doorbell::Doorbell() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-  if (fd_ < 0) std::abort();  // out of file descriptors at construction: no sane way on
+  // Out of file descriptors at construction: no sane way on.
+  DEDLOC_CHECK(fd_ >= 0, "eventfd failed");
 }
 
 Doorbell::~Doorbell() { ::close(fd_); }

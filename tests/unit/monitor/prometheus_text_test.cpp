@@ -6,6 +6,7 @@
 
 #include "dedloc/monitor/exposition.hpp"
 #include "dedloc/monitor/prometheus_text.hpp"
+#include "support/check_failure.hpp"
 #include "support/prometheus_format.hpp"
 
 using namespace dedloc;
@@ -44,15 +45,31 @@ TEST_CASE("Numbers are written as Go's parser reads them", "[unit][monitor]") {
 
 TEST_CASE("Names outside the grammar, counters without _total and families written twice are bugs",
           "[unit][monitor]") {
-  PrometheusText out;
-  CHECK_THROWS_AS(out.family("2bad", PrometheusText::Type::kGauge, ""), std::logic_error);
-  CHECK_THROWS_AS(out.family("bad-name", PrometheusText::Type::kGauge, ""), std::logic_error);
-  CHECK_THROWS_AS(out.family("dedloc_events", PrometheusText::Type::kCounter, ""), std::logic_error);
-  CHECK_THROWS_AS(out.sample(1), std::logic_error);  // no family yet
-  out.family("dedloc_x", PrometheusText::Type::kGauge, "x");
-  CHECK_THROWS_AS(out.sample(1, {{"bad-label", "v"}}), std::logic_error);
-  CHECK_THROWS_AS(out.sample(1, {{"__reserved", "v"}}), std::logic_error);
-  CHECK_THROWS_AS(out.family("dedloc_x", PrometheusText::Type::kGauge, "again"), std::logic_error);
+  auto gauge = [](const char* name) {
+    return [name] { PrometheusText().family(name, PrometheusText::Type::kGauge, ""); };
+  };
+  CHECK(test::fails_check(gauge("2bad"), "not a Prometheus metric name: 2bad"));
+  CHECK(test::fails_check(gauge("bad-name"), "not a Prometheus metric name: bad-name"));
+  CHECK(test::fails_check([] { PrometheusText().family("dedloc_events", PrometheusText::Type::kCounter, ""); },
+                          "ends in _total: dedloc_events"));
+  CHECK(test::fails_check([] { PrometheusText().sample(1); }, "a Prometheus sample before any family"));
+  auto with_family = [](auto then) {
+    return [then] {
+      PrometheusText out;
+      out.family("dedloc_x", PrometheusText::Type::kGauge, "x");
+      then(out);
+    };
+  };
+  auto sample_labelled = [&](std::string label) {
+    return with_family([label](PrometheusText& out) { out.sample(1, {{label, "v"}}); });
+  };
+  CHECK(test::fails_check(sample_labelled("bad-label"), "not a Prometheus label name: bad-label"));
+  CHECK(test::fails_check(sample_labelled("__reserved"), "not a Prometheus label name: __reserved"));
+  CHECK(test::fails_check(
+      with_family([](PrometheusText& out) { out.family("dedloc_x", PrometheusText::Type::kGauge, "again"); }),
+      "Prometheus family written twice: dedloc_x"));
+  // And the same calls with valid names pass: the child returns instead of aborting.
+  CHECK_FALSE(test::run_in_child(with_family([](PrometheusText& out) { out.sample(1, {{"peer", "v"}}); })).aborted);
 }
 
 TEST_CASE("The strict parser refuses what Prometheus refuses", "[unit][monitor]") {
