@@ -256,11 +256,4 @@ std::vector<size_t> ReducerRound::banned() const {
   return out;
 }
 
-std::vector<size_t> ReducerRound::contributors() const {
-  std::lock_guard lock(mutex_);
-  std::vector<size_t> out;
-  for (const auto& state : states_) out.push_back(state.contributions);
-  return out;
-}
-
 }  // namespace dedloc::avg

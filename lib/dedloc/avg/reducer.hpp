@@ -56,8 +56,6 @@ class ReducerRound {
 
   bool done() const;
   std::vector<size_t> banned() const;
-  // Each completed part's count of contributions averaged (ours included), by part index within our range.
-  std::vector<size_t> contributors() const;
 
  private:
   struct Pending {

@@ -31,7 +31,6 @@ class ClientLoop {
     mailbox_.push({});
   }
   void run();
-  size_t open_connections() const { return connection_count_.load(); }
 
  private:
   struct Connection {
@@ -58,7 +57,6 @@ class ClientLoop {
   ClientOptions options_;
   Mailbox<Request> mailbox_;
   std::atomic<bool> stopping_{false};
-  std::atomic<size_t> connection_count_{0};
   std::map<std::string, Connection> connections_;
   std::unordered_map<std::uint64_t, Pending> pending_;
   std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<>> deadlines_;
@@ -87,7 +85,6 @@ ClientLoop::Connection* ClientLoop::connection_for(const std::string& endpoint, 
   failure = connect_to(socket, *relayed ? (*relayed)->relay_endpoint : endpoint, options_.socket.transport.get());
   if (!failure.is_ok()) return nullptr;
   auto inserted = connections_.emplace(endpoint, Connection{std::move(socket), 0, {}, std::move(route)}).first;
-  connection_count_.store(connections_.size());
   return &inserted->second;
 }
 
@@ -202,7 +199,6 @@ void ClientLoop::close_idle_connections() {
       ++it;
     }
   }
-  connection_count_.store(connections_.size());
 }
 
 void ClientLoop::run() {
@@ -277,7 +273,5 @@ PendingCall Client::call(const std::string& endpoint, Outgoing request, Deadline
        [promise](Result<Incoming>&& outcome) { promise->set_value(std::move(outcome)); });
   return pending;
 }
-
-size_t Client::open_connections() const { return loop_->open_connections(); }
 
 }  // namespace dedloc::net

@@ -67,8 +67,6 @@ class Client {
     return reply->template decode<Reply>();
   }
 
-  size_t open_connections() const;
-
  private:
   std::shared_ptr<ClientLoop> loop_;
   std::thread thread_;

@@ -14,9 +14,6 @@ struct Limits {
   size_t max_binary_bytes = 1u << 20;     // any msgpack bin inside the header (big data goes in frames)
   size_t max_collection_size = 1u << 16;  // entries of any msgpack array or map
   size_t max_depth = 16;                  // nesting of arrays and maps
-
-  // The largest whole message: header plus every payload frame.
-  size_t max_message_bytes() const { return max_header_bytes + max_frames * max_frame_bytes; }
 };
 
 }  // namespace dedloc::wire

@@ -32,8 +32,4 @@ std::string_view message_type_name(MessageType type) {
   return "unknown";
 }
 
-bool is_known_message_type(std::uint16_t value) {
-  return message_type_name(static_cast<MessageType>(value)) != "unknown";
-}
-
 }  // namespace dedloc::wire

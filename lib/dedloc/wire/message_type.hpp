@@ -42,7 +42,5 @@ enum class MessageType : std::uint16_t {
 
 // "Ping", "StreamPart", ... ; "unknown" for numbers this build does not know.
 std::string_view message_type_name(MessageType type);
-// False for numbers this build does not know (they still decode; servers answer kUnknownType).
-bool is_known_message_type(std::uint16_t value);
 
 }  // namespace dedloc::wire
