@@ -117,7 +117,7 @@ TEST_CASE("CLI flags override YAML which overrides defaults", "[unit][config][cl
   REQUIRE(cli::load_config_file(*config, [&](ConfigReader& r) { read_demo(r, o); }).is_ok());
 
   CLI::App app("demo");
-  cli::add_common_flags(app, common);
+  cli::add_common_flags(app, common, cli::HonouredFlags::all());
   app.add_option("--listen", o.listen);
   app.add_option("--bucket-size", o.bucket_size);
   REQUIRE_FALSE(cli::parse(app, argc, argv).has_value());
@@ -130,11 +130,42 @@ TEST_CASE("CLI flags override YAML which overrides defaults", "[unit][config][cl
 TEST_CASE("A bad flag is a usage error, --help exits 0", "[unit][cli]") {
   CLI::App app("demo");
   cli::CommonFlags common;
-  cli::add_common_flags(app, common);
+  cli::add_common_flags(app, common, cli::HonouredFlags::all());
   const char* bad[] = {"demo", "--no-such-flag"};
   CHECK(cli::parse(app, 2, bad) == cli::kExitUsage);
   CLI::App app2("demo");
-  cli::add_common_flags(app2, common);
+  cli::add_common_flags(app2, common, cli::HonouredFlags::all());
   const char* help[] = {"demo", "--help"};
   CHECK(cli::parse(app2, 2, help) == cli::kExitOk);
+}
+
+TEST_CASE("A tool offers only the common flags it honours", "[unit][cli]") {
+  cli::CommonFlags common;
+  CLI::App app("demo");
+  cli::add_common_flags(app, common, {.print_config = true, .json = true});
+  const std::string help = app.help();
+  CHECK_THAT(help, Catch::Contains("--log-level") && Catch::Contains("--json") && Catch::Contains("--print-config"));
+  for (const char* absent : {"--config", "--identity", "--authority", "--token", "--plaintext"}) {
+    INFO(absent);
+    CHECK_THAT(help, !Catch::Contains(absent));
+    const char* argv[] = {"demo", absent, "x"};
+    CHECK(cli::parse(app, 3, argv) == cli::kExitUsage);
+  }
+}
+
+TEST_CASE("A subcommand refuses the common flags it does not honour, naming the flag", "[unit][cli]") {
+  cli::CommonFlags common;
+  CLI::App app("demo");
+  app.fallthrough();
+  const cli::HonouredFlags bench{.plaintext = true, .json = true};
+  cli::add_common_flags(app, common, cli::HonouredFlags::peer() | bench);
+  app.add_subcommand("bench", "");
+  const char* ok[] = {"demo", "--plaintext", "bench", "--json"};
+  REQUIRE_FALSE(cli::parse(app, 4, ok).has_value());
+  CHECK(cli::refuse_unhonoured(app, bench, "bench").is_ok());
+  const char* ignored[] = {"demo", "bench", "--identity", "k.key"};
+  REQUIRE_FALSE(cli::parse(app, 4, ignored).has_value());
+  auto refused = cli::refuse_unhonoured(app, bench, "bench");
+  CHECK(refused.code() == Code::kInvalidArgument);
+  CHECK_THAT(refused.message(), Catch::Contains("--identity") && Catch::Contains("demo bench"));
 }

@@ -1,6 +1,6 @@
 // dedloc-avg: the roles without a model: the CPU-only auxiliary peer, the monitor, the
 // checkpoint export, and a benchmark of the network's averaging.
-#include <vector>
+#include <memory>
 
 #include "commands.hpp"
 
@@ -14,27 +14,37 @@ int main(int argc, char** argv) {
                "dedloc-avg"};
   app.require_subcommand(1);
   app.fallthrough();
-  cli::add_common_flags(app, common);
 
-  std::vector<std::unique_ptr<avg_tool::Command>> commands;
-  commands.push_back(avg_tool::make_aux_command());
-  commands.push_back(avg_tool::make_bench_command());
-  commands.push_back(avg_tool::make_monitor_command());
-  commands.push_back(avg_tool::make_export_command());
-  std::vector<CLI::App*> subcommands;
-  for (auto& command : commands) subcommands.push_back(command->add_to(app));
+  // Each subcommand with the common flags it honours. The tool offers their union, so that they may come
+  // before the subcommand too (`dedloc-avg --identity aux.key aux ...`); none reads --config or
+  // --print-config (the subcommands take flags only), so those are not offered.
+  struct Subcommand {
+    std::unique_ptr<avg_tool::Command> command;
+    cli::HonouredFlags honours;
+    CLI::App* app = nullptr;
+  };
+  const cli::HonouredFlags json{.json = true};
+  Subcommand subcommands[] = {
+      {avg_tool::make_aux_command(), cli::HonouredFlags::peer()},
+      {avg_tool::make_bench_command(), {.plaintext = true, .json = true}},
+      {avg_tool::make_monitor_command(), cli::HonouredFlags::peer() | json},
+      {avg_tool::make_export_command(), cli::HonouredFlags::peer() | json},
+  };
+  cli::HonouredFlags offered;
+  for (const auto& subcommand : subcommands) offered = offered | subcommand.honours;
+  cli::add_common_flags(app, common, offered);
+  for (auto& subcommand : subcommands) subcommand.app = subcommand.command->add_to(app);
 
   if (auto exit = cli::parse(app, argc, argv)) return *exit;
   if (auto status = cli::setup_logging(common, Logger::global()); !status.is_ok()) {
     return cli::report_failure("dedloc-avg", status);
   }
-  if (!common.config.empty() || common.print_config) {
-    // Said plainly rather than ignored: the subcommands take flags only for now.
-    return cli::report_failure("dedloc-avg", error(Code::kInvalidArgument,
-                                                   "--config/--print-config: dedloc-avg takes its settings as flags only"));
-  }
-  for (size_t i = 0; i < commands.size(); ++i) {
-    if (*subcommands[i]) return commands[i]->run(common);
+  for (auto& subcommand : subcommands) {
+    if (!*subcommand.app) continue;
+    if (auto refused = cli::refuse_unhonoured(app, subcommand.honours, subcommand.app->get_name()); !refused.is_ok()) {
+      return cli::report_failure("dedloc-avg", refused);
+    }
+    return subcommand.command->run(common);
   }
   return cli::kExitUsage;
 }

@@ -96,12 +96,17 @@ int main(int argc, char** argv) {
                std::string(kTool)};
   app.require_subcommand(1);
   app.fallthrough();
-  cli::add_common_flags(app, common);
+  // The subcommands honour different common flags (`serve` prints no JSON, `token issue` joins no run): the
+  // tool offers them all, and each subcommand refuses those it would ignore (below).
+  const cli::HonouredFlags dht_settings{.config = true, .print_config = true};
+  const cli::HonouredFlags json_output{.json = true};
+  cli::add_common_flags(app, common, cli::HonouredFlags::all());
   app.add_option("--initial-peers", o.query.initial_peers,
                  "DHT nodes to join through: tcp://HOST:PORT/k/KEY, as a `serve` ready line prints it");
   app.add_option("--timeout", o.query.timeout_seconds, "seconds to join and to finish the command")->capture_default_str();
   app.add_option("--replicas", o.query.replicas, "nodes that hold each stored value")->capture_default_str();
 
+  std::vector<std::pair<CLI::App*, cli::HonouredFlags>> honoured;
   auto* serve_cmd = app.add_subcommand("serve", "run a DHT node until SIGINT/SIGTERM; prints a ready line with its address");
   serve_cmd->add_option("--listen", o.listen, "ZeroMQ endpoint to bind (port 0: any free port)")->capture_default_str();
   serve_cmd->add_option("--announce", o.announce,
@@ -114,23 +119,28 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--revocation-refresh", o.revocation_refresh_seconds,
                         "a private run: seconds between reads of the authority's revocation list (0: never)")
       ->capture_default_str();
+  honoured.emplace_back(serve_cmd, dht_settings | cli::HonouredFlags::peer());
 
   auto* store_cmd = app.add_subcommand("store", "store VALUE under KEY (JSON values are stored as msgpack, others as strings)");
   store_cmd->add_option("KEY", o.query.key, "the key name")->required();
   store_cmd->add_option("VALUE", o.query.value, "a string or JSON")->required();
   auto* subkey_opt = store_cmd->add_option("--subkey", o.query.subkey, "store under this subkey of a dictionary key");
   store_cmd->add_option("--ttl", o.query.ttl_seconds, "seconds until the value expires")->capture_default_str();
+  honoured.emplace_back(store_cmd, dht_settings | cli::HonouredFlags::peer() | json_output);
 
   auto* get_cmd = app.add_subcommand("get", "print the value (or subkeys) under KEY; exit 1 when not found");
   get_cmd->add_option("KEY", o.query.key, "the key name")->required();
   get_cmd->add_flag("--latest", o.query.latest, "ask every nearest node and merge the newest entries (slower)");
+  honoured.emplace_back(get_cmd, dht_settings | cli::HonouredFlags::peer() | json_output);
 
   auto* peers_cmd = app.add_subcommand("peers", "list what the first initial peer knows: its contacts and key count");
+  honoured.emplace_back(peers_cmd, dht_settings | cli::HonouredFlags::peer() | json_output);
 
   // Private runs (docs/security.md).
   dedloc::tools::TokenIssueOptions token;
   auto* identity_cmd = app.add_subcommand("identity", "print the PeerID and public key of --identity FILE (created if "
                                                       "missing): what a run's authority signs a token for");
+  honoured.emplace_back(identity_cmd, cli::HonouredFlags{.identity = true, .json = true});
   auto* token_cmd = app.add_subcommand("token", "access tokens of a private run");
   token_cmd->require_subcommand(1);
   auto* issue_cmd = token_cmd->add_subcommand("issue", "as the run's authority, sign a token for one peer's public key");
@@ -142,15 +152,27 @@ int main(int argc, char** argv) {
   issue_cmd->add_option("--expires", token.expires, "how long it is valid: 21d, 12h, 90m or seconds")
       ->capture_default_str();
   issue_cmd->add_option("--out", token.out, "write the token to this file (mode 0600) instead of printing it");
+  honoured.emplace_back(issue_cmd, json_output);
   auto* show_cmd = token_cmd->add_subcommand("show", "print a token's peer, name, expiry and authority; with "
                                                      "--authority, whether it is valid for that run (exit 1 if not)");
   show_cmd->add_option("FILE", token.show_path, "the token file")->required();
+  honoured.emplace_back(show_cmd, cli::HonouredFlags{.authority = true, .json = true});
   auto* revoke_cmd = token_cmd->add_subcommand("revoke", "as the run's authority, add a peer's key to the run's "
                                                          "revocation list in the DHT (peers refuse it from then on)");
   revoke_cmd->add_option("--authority-key", token.authority_key, "the authority's identity file")->required();
   revoke_cmd->add_option("--peer-key", token.peer_key, "the public key (hex) whose tokens to revoke")->required();
+  // The authority joins as itself (--authority-key), with a token it signs for this one command.
+  honoured.emplace_back(revoke_cmd, dht_settings | cli::HonouredFlags{.plaintext = true, .json = true});
 
   if (auto exit = cli::parse(app, argc, argv)) return *exit;
+  for (const auto& [subcommand, flags] : honoured) {
+    if (!*subcommand) continue;
+    const std::string name =
+        subcommand->get_parent() == token_cmd ? "token " + subcommand->get_name() : subcommand->get_name();
+    if (auto refused = cli::refuse_unhonoured(app, flags, name); !refused.is_ok()) {
+      return cli::report_failure(kTool, refused);
+    }
+  }
   if (auto status = cli::setup_logging(common, dedloc::Logger::global()); !status.is_ok()) {
     return cli::report_failure(kTool, status);
   }

@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Plans DeDLOC adaptive averaging: who computes, who aggregates which share, and the predicted "
                "throughput next to all-reduce, parameter server and the other classic strategies.",
                std::string(kTool)};
-  cli::add_common_flags(app, common);
+  // The planner talks to no peer: no --identity, --authority, --token or --plaintext.
+  cli::add_common_flags(app, common, {.config = true, .print_config = true, .json = true});
   app.add_option("--peers", o.peers, "YAML peers file (see configs/peers/)");
   app.add_option("--batch", o.batch, "global batch size in samples (overrides the peers file; default 4096)");
   app.add_option("--params", o.params, "model size in parameters, e.g. 18M (overrides the peers file)");

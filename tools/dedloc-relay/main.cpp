@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
                "dedloc-relay"};
   app.require_subcommand(1);
   app.fallthrough();
-  cli::add_common_flags(app, common);
+  // No --config (the relay takes flags only), --print-config or --json (its one output is the ready line).
+  cli::add_common_flags(app, common, cli::HonouredFlags::peer());
   auto* serve_cmd = app.add_subcommand("serve", "relay for client-mode peers until SIGINT/SIGTERM");
   serve_cmd->add_option("--listen", o.listen, "endpoint to bind (port 0: any free port)")->capture_default_str();
   serve_cmd->add_option("--announce", o.announce, "the address peers dial, when it differs from the bound one");

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-documents", corpus.max_documents, "read at most this many documents (0: all)")
       ->capture_default_str();
   app.add_option("paths", corpus.paths, "text files and directories (default: the fortunes package)");
-  app.add_option("--log-level", common.log_level, "debug, info, warning, error or off")->capture_default_str();
+  cli::add_common_flags(app, common, {});  // --log-level and --version only: it reads no config and joins no run
   if (auto exit = cli::parse(app, argc, argv)) return *exit;
   if (auto status = cli::setup_logging(common, dedloc::Logger::global()); !status.is_ok()) {
     return cli::report_failure(kTool, status);

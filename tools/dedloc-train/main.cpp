@@ -10,10 +10,8 @@ int main(int argc, char** argv) {
                "micro-batches, the swarm averages gradients when it has gathered the recipe's global batch, and "
                "every peer applies the same step: large-batch SGD over everyone's hardware.",
                "dedloc-train"};
-  cli::add_common_flags(app, common);
-  // Its settings come from --recipe and flags: offer no --config (nor --print-config) only to refuse it.
-  app.remove_option(app.get_option("--config"));
-  app.remove_option(app.get_option("--print-config"));
+  // Its settings come from --recipe and flags: no --config or --print-config.
+  cli::add_common_flags(app, common, cli::HonouredFlags::peer() | cli::HonouredFlags{.json = true});
   app.add_option("--recipe", options.recipe, "the run's recipe: recipes/NAME.yaml (docs/recipes.md)")->required();
   app.add_option("--initial-peers", options.initial_peers,
                  "DHT nodes to join through (tcp://HOST:PORT/k/KEY); none: this peer starts a new swarm");

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <iostream>
+#include <utility>
 
 #include "dedloc/net/access_control.hpp"
 #include "dedloc/net/transport_security.hpp"
@@ -23,23 +24,75 @@ int exit_code_for(const Status& status) {
   }
 }
 
-void add_common_flags(CLI::App& app, CommonFlags& flags) {
-  app.add_option("--config", flags.config, "YAML file with this tool's settings (flags override it)");
+HonouredFlags HonouredFlags::all() {
+  return {.config = true,
+          .print_config = true,
+          .identity = true,
+          .authority = true,
+          .token = true,
+          .plaintext = true,
+          .json = true};
+}
+
+HonouredFlags HonouredFlags::peer() { return {.identity = true, .authority = true, .token = true, .plaintext = true}; }
+
+HonouredFlags HonouredFlags::operator|(const HonouredFlags& other) const {
+  return {.config = config || other.config,
+          .print_config = print_config || other.print_config,
+          .identity = identity || other.identity,
+          .authority = authority || other.authority,
+          .token = token || other.token,
+          .plaintext = plaintext || other.plaintext,
+          .json = json || other.json};
+}
+
+void add_common_flags(CLI::App& app, CommonFlags& flags, const HonouredFlags& honoured) {
+  if (honoured.config) {
+    app.add_option("--config", flags.config, "YAML file with this tool's settings (flags override it)");
+  }
   app.add_option("--log-level", flags.log_level, "debug, info, warning, error or off (logs go to stderr)")
       ->capture_default_str();
-  app.add_option("--identity", flags.identity,
-                 "file holding this peer's ed25519 key; created with mode 0600 if missing "
-                 "(default: a new identity at every start)");
-  app.add_option("--authority", flags.authority,
-                 "a private run: the run authority's public key (hex); only peers with its tokens take part");
-  app.add_option("--token", flags.token,
-                 "a private run: this peer's access token file (`dedloc-dht token issue` writes one)");
-  app.add_flag("--plaintext", flags.plaintext,
-               "talk without transport encryption: listen in plaintext and advertise addresses without /k/KEY "
-               "(default: ZeroMQ CURVE, keyed by --identity)");
-  app.add_flag("--json", flags.json, "print machine-readable JSON on stdout");
-  app.add_flag("--print-config", flags.print_config, "print the effective settings and exit");
+  if (honoured.identity) {
+    app.add_option("--identity", flags.identity,
+                   "file holding this peer's ed25519 key; created with mode 0600 if missing "
+                   "(default: a new identity at every start)");
+  }
+  if (honoured.authority) {
+    app.add_option("--authority", flags.authority,
+                   "a private run: the run authority's public key (hex); only peers with its tokens take part");
+  }
+  if (honoured.token) {
+    app.add_option("--token", flags.token,
+                   "a private run: this peer's access token file (`dedloc-dht token issue` writes one)");
+  }
+  if (honoured.plaintext) {
+    app.add_flag("--plaintext", flags.plaintext,
+                 "talk without transport encryption: listen in plaintext and advertise addresses without /k/KEY "
+                 "(default: ZeroMQ CURVE, keyed by --identity)");
+  }
+  if (honoured.json) app.add_flag("--json", flags.json, "print machine-readable JSON on stdout");
+  if (honoured.print_config) {
+    app.add_flag("--print-config", flags.print_config, "print the effective settings and exit");
+  }
   app.set_version_flag("--version", "dedloc " DEDLOC_VERSION);
+}
+
+Status refuse_unhonoured(const CLI::App& app, const HonouredFlags& honoured, std::string_view subcommand) {
+  const std::pair<bool, const char*> flags[] = {
+      {honoured.config, "--config"},     {honoured.print_config, "--print-config"},
+      {honoured.identity, "--identity"}, {honoured.authority, "--authority"},
+      {honoured.token, "--token"},       {honoured.plaintext, "--plaintext"},
+      {honoured.json, "--json"},
+  };
+  for (const auto& [used, name] : flags) {
+    if (used) continue;
+    const CLI::Option* option = app.get_option_no_throw(name);
+    if (option != nullptr && option->count() > 0) {
+      return error(Code::kInvalidArgument,
+                   std::string(name) + ": `" + app.get_name() + " " + std::string(subcommand) + "` does not use it");
+    }
+  }
+  return Status::ok();
 }
 
 std::optional<std::string> find_config_flag(int argc, const char* const* argv) {

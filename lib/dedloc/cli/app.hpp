@@ -47,9 +47,35 @@ struct CommonFlags {
   bool plaintext = false;         // --plaintext: no transport encryption (net/transport_security.hpp)
 };
 
-// Adds --config, --log-level, --identity, --authority, --token, --plaintext, --json, --print-config and
-// --version.
-void add_common_flags(CLI::App& app, CommonFlags& flags);
+// The common flags a tool honours. A tool offers only those: its --help lists no flag it would ignore, and
+// giving one is a usage error (CLI11's "The following argument was not expected"). --log-level, --version and
+// --help are always offered. Declared at the call site with designated initializers:
+//   cli::add_common_flags(app, common, {.config = true, .print_config = true, .json = true});
+struct HonouredFlags {
+  bool config = false;        // --config FILE: the tool reads its settings from YAML (find_config_flag)
+  bool print_config = false;  // --print-config: the tool prints its effective settings
+  bool identity = false;      // --identity FILE: the tool takes part as a peer (load_identity)
+  bool authority = false;     // --authority PUBKEY: a private run's authority
+  bool token = false;         // --token FILE: this peer's access token in a private run
+  bool plaintext = false;     // --plaintext: the tool talks to peers (load_identity, peer_addresses)
+  bool json = false;          // --json: the tool has machine-readable output
+
+  static HonouredFlags all();
+  // What a tool that joins a run as a peer honours through load_identity and peer_addresses: --identity,
+  // --authority, --token and --plaintext.
+  static HonouredFlags peer();
+  // Both sets together: what a tool offers when its subcommands honour different sets (refuse_unhonoured).
+  HonouredFlags operator|(const HonouredFlags& other) const;
+};
+
+// Adds --log-level and --version, and of --config, --print-config, --identity, --authority, --token,
+// --plaintext and --json those in `honoured`.
+void add_common_flags(CLI::App& app, CommonFlags& flags, const HonouredFlags& honoured);
+
+// For a tool whose subcommands honour different common flags: the tool offers their union (so the flags may
+// come before the subcommand: `dedloc-avg --identity aux.key aux ...`), and once argv is parsed this refuses
+// a common flag given that `subcommand` does not honour, as a kInvalidArgument naming the flag.
+Status refuse_unhonoured(const CLI::App& app, const HonouredFlags& honoured, std::string_view subcommand);
 
 // The value of --config FILE / --config=FILE in argv, looked up before the real parse.
 std::optional<std::string> find_config_flag(int argc, const char* const* argv);
