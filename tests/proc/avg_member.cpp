@@ -7,8 +7,9 @@
 //
 // Member i has identity seed (i+1)×32, listens on 127.0.0.1:P_i, holds x_i[k] = (i+1)·g(k) (g: a fixed
 // pattern), weighs i+1, and averages once with the others. With --die-after-parts it SIGKILLs itself after
-// its N-th part event (a part sent, or a part it reduced). It prints one JSON line with what it saw and
-// writes its final vector to FILE (raw float32), atomically.
+// its N-th part event (a part sent, or a part it reduced). It prints {"ready": true} once it serves the
+// round, one JSON line with what it saw at the end, and writes its final vector to FILE (raw float32),
+// atomically.
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -97,7 +98,11 @@ int main(int argc, char** argv) {
   net::Server server(context, net::ServerOptions{listen, me.peer_id(), {}, &quiet});
   net::Client client(context, net::ClientOptions{me.peer_id(), {}, std::chrono::seconds(60), &quiet});
   avg::AllReduce all_reduce(server, client, me.peer_id(), &quiet);
+  // Parts that arrive between the ready line and run() are held, not refused as "not yet" and sent again
+  // (a resend would count as another part event of their sender's --die-after-parts).
+  all_reduce.expect(*group);
   if (!server.start().is_ok()) return 4;
+  std::cout << nlohmann::json{{"ready", true}}.dump() << std::endl;
 
   std::vector<float> vector;
   if (my_role != avg::AvgRole::kAux) {
