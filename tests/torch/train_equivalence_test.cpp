@@ -1,9 +1,13 @@
 // Equivalence: two collaborating dedloc-train processes compute large-batch SGD exactly. The
 // peers log which samples they put into each global step; this test replays those steps in one process
 // (the same model, the same samples per step, the mean gradient over them, the same optimizer) and checks
-// that the peers' final parameters equal the replay's.
+// that the peers' final parameters equal the replay's. The peers draw different samples (different data
+// seeds) and contribute unequal weights (micro-batches of 32 and 48 samples, so their counts per step
+// differ), both checked: otherwise a peer stepping with its own gradient, or an average that ignored the
+// weights, would end at the same parameters.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -24,7 +28,9 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr std::uint64_t kEpochs = 8;
-constexpr std::int64_t kMicroBatch = 32;
+// Per peer: their counts in a step can be equal only at a common multiple of 96 samples, so over the run's
+// steps some differ.
+constexpr std::int64_t kMicroBatchA = 32, kMicroBatchB = 48;
 
 struct StepLog {
   bool averaged = false;
@@ -49,12 +55,14 @@ std::map<std::uint64_t, StepLog> read_samples_log(const std::string& path) {
   return steps;
 }
 
-test::ChildProcess start_peer(const std::string& dir, int data_seed, const std::string& initial_peer) {
+test::ChildProcess start_peer(const std::string& dir, int data_seed, std::int64_t micro_batch,
+                              const std::string& initial_peer) {
   std::vector<std::string> args{test::binary_path("tools/dedloc-train/dedloc-train"),
                                 "--recipe", test::source_path("tests/data/mlp-equivalence.yaml"),
                                 "--listen", "tcp://127.0.0.1:0", "--avg-listen", "tcp://127.0.0.1:0",
                                 "--threads", "1", "--max-epochs", std::to_string(kEpochs), "--min-peers", "2",
-                                "--data-seed", std::to_string(data_seed), "--samples-log", dir + "/samples.log",
+                                "--data-seed", std::to_string(data_seed), "--batch-size", std::to_string(micro_batch),
+                                "--samples-log", dir + "/samples.log",
                                 "--checkpoint-dir", dir, "--log-level", "warning"};
   if (!initial_peer.empty()) args.insert(args.end(), {"--initial-peers", initial_peer});
   return test::ChildProcess::spawn(args);
@@ -70,11 +78,11 @@ TEST_CASE("Two collaborating peers end with the parameters of one process taking
   std::filesystem::create_directories(dir_a);
   std::filesystem::create_directories(dir_b);
 
-  auto a = start_peer(dir_a, 1, "");
+  auto a = start_peer(dir_a, 1, kMicroBatchA, "");
   auto ready = a.read_line(60s);
   REQUIRE(ready.has_value());
   auto address = nlohmann::json::parse(*ready)["endpoints"][0].get<std::string>();
-  auto b = start_peer(dir_b, 2, address);
+  auto b = start_peer(dir_b, 2, kMicroBatchB, address);
   REQUIRE(b.read_line(60s).has_value());
   REQUIRE(a.wait(120s) == 0);
   REQUIRE(b.wait(60s) == 0);
@@ -83,19 +91,33 @@ TEST_CASE("Two collaborating peers end with the parameters of one process taking
   auto log_a = read_samples_log(dir_a + "/samples.log"), log_b = read_samples_log(dir_b + "/samples.log");
   REQUIRE(log_a.size() == kEpochs);
   REQUIRE(log_b.size() == kEpochs);
+  size_t unequal_steps = 0;
   for (std::uint64_t e = 0; e < kEpochs; ++e) {
-    INFO("epoch " << e);
+    INFO("epoch " << e << ": " << log_a[e].ids.size() << " and " << log_b[e].ids.size() << " samples");
     CHECK(log_a[e].averaged);
     CHECK(log_b[e].averaged);
+    REQUIRE(log_a[e].ids.size() % kMicroBatchA == 0);
+    REQUIRE(log_b[e].ids.size() % kMicroBatchB == 0);
+    // Different samples: each peer reads its own order of the data set (a few ids in common by chance).
+    std::vector<std::uint64_t> ids_a = log_a[e].ids, ids_b = log_b[e].ids, common;
+    std::sort(ids_a.begin(), ids_a.end());
+    std::sort(ids_b.begin(), ids_b.end());
+    std::set_intersection(ids_a.begin(), ids_a.end(), ids_b.begin(), ids_b.end(), std::back_inserter(common));
+    CHECK(common.size() * 4 < std::min(ids_a.size(), ids_b.size()));
+    unequal_steps += ids_a.size() != ids_b.size();
   }
+  // Unequal weights: the average is weighted by samples, and only steps where the counts differ tell a
+  // weighted mean from a plain one.
+  CHECK(unequal_steps > 0);
 
   // The replay: one process, the same initial parameters, per step the mean gradient over the union of
-  // the samples both peers used in that step (micro-batch by micro-batch, as the peers computed it).
+  // the samples both peers used in that step, micro-batch by micro-batch as the peers computed it: each
+  // micro-batch's gradient is a mean over its samples, so it counts with its size.
   auto recipe = Recipe::load(test::source_path("tests/data/mlp-equivalence.yaml"));
   REQUIRE(recipe.is_ok());
   TaskContext context;
   context.init_seed = recipe->seed;
-  context.micro_batch_size = kMicroBatch;
+  context.micro_batch_size = kMicroBatchA;
   auto task = recipe->build_task(context);
   REQUIRE(task.is_ok());
   auto& t = **task;
@@ -104,25 +126,26 @@ TEST_CASE("Two collaborating peers end with the parameters of one process taking
   auto optimizer = make_optimizer(recipe->optimizer, params, [&t](const std::string& n) { return t.decays(n); });
   REQUIRE(optimizer.is_ok());
   for (std::uint64_t e = 0; e < kEpochs; ++e) {
-    std::vector<std::uint64_t> ids = log_a[e].ids;
-    ids.insert(ids.end(), log_b[e].ids.begin(), log_b[e].ids.end());
-    REQUIRE(ids.size() % kMicroBatch == 0);
     std::vector<torch::Tensor> sums;
     for (auto& [n, p] : params) sums.push_back(torch::zeros_like(p));
-    const size_t micro_steps = ids.size() / kMicroBatch;
-    for (size_t m = 0; m < micro_steps; ++m) {
-      std::vector<std::uint64_t> micro(ids.begin() + static_cast<std::ptrdiff_t>(m * kMicroBatch),
-                                       ids.begin() + static_cast<std::ptrdiff_t>((m + 1) * kMicroBatch));
-      t.loss(data.batch(micro, torch::kCPU)).backward();
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < params.size(); ++i) {
-        sums[i].add_(params[i].second.grad());
-        params[i].second.mutable_grad().zero_();
+    size_t samples = 0;
+    for (const auto& [ids, micro_batch] : {std::pair{&log_a[e].ids, kMicroBatchA}, std::pair{&log_b[e].ids, kMicroBatchB}}) {
+      const auto size = static_cast<size_t>(micro_batch);
+      for (size_t first = 0; first < ids->size(); first += size) {
+        std::vector<std::uint64_t> micro(ids->begin() + static_cast<std::ptrdiff_t>(first),
+                                         ids->begin() + static_cast<std::ptrdiff_t>(first + size));
+        t.loss(data.batch(micro, torch::kCPU)).backward();
+        torch::NoGradGuard no_grad;
+        for (size_t i = 0; i < params.size(); ++i) {
+          sums[i].add_(params[i].second.grad() * static_cast<double>(size));
+          params[i].second.mutable_grad().zero_();
+        }
+        samples += size;
       }
     }
     {
       torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < params.size(); ++i) params[i].second.mutable_grad().copy_(sums[i] / static_cast<double>(micro_steps));
+      for (size_t i = 0; i < params.size(); ++i) params[i].second.mutable_grad().copy_(sums[i] / static_cast<double>(samples));
     }
     (*optimizer)->step(learning_rate(recipe->schedule, e));
     for (auto& [n, p] : params) p.mutable_grad().zero_();  // the next step's backward must start from zero
