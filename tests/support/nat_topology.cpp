@@ -3,12 +3,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
 
 #include "support/process.hpp"
+#include "support/skip.hpp"
 #include "support/test_paths.hpp"
 
 namespace dedloc::test {
@@ -42,10 +42,7 @@ void skip_unless_namespaces() {
     if (check.exit_code != 0) reason = trimmed(check.output);
     if (reason.empty() && check.exit_code != 0) reason = "scripts/nat-topology check failed without a reason";
   }
-  if (reason.empty()) return;
-  std::fprintf(stderr, "SKIPPED: %s\n", reason.c_str());
-  std::fflush(stderr);
-  std::exit(77);
+  if (!reason.empty()) skip_test(reason);
 }
 
 NatTopology::NatTopology(std::string prefix) : prefix_(std::move(prefix)) {

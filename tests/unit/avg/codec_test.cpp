@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "support/skip.hpp"
+
 using namespace dedloc;
 using namespace dedloc::avg;
 
@@ -481,10 +483,7 @@ TEST_CASE("the scalar fp16 conversion is correctly rounded", "[unit][avg]") {
 
 TEST_CASE("the F16C and scalar fp16 kernels give identical bytes", "[unit][avg]") {
   using detail::Fp16Mode;
-  if (!detail::cpu_has_f16c()) {
-    WARN("this CPU has no F16C: only the scalar kernels are in use");
-    return;
-  }
+  if (!detail::cpu_has_f16c()) test::skip_test("this CPU has no F16C: only the scalar fp16 kernels are in use");
   // Inputs: random bit patterns (NaNs with payloads, infinities, float subnormals), every tie between
   // neighbouring halves and the floats on either side of it, the overflow threshold, half subnormals.
   std::vector<float> x;
