@@ -45,6 +45,49 @@ TEST_CASE("A get asks past dead nodes within the RPC deadline", "[net][dht]") {
   CHECK(took < kRpcTimeout * 3);
 }
 
+TEST_CASE("With half the contacts dead, a join and a get through a live node take about one RPC deadline",
+          "[net][dht]") {
+  // Node 0 stays up; 5 of the 10 nodes that joined after it crash (their tables' entries stay in the others').
+  auto swarm = launch(11);
+  for (size_t i = 1; i < swarm->size(); i += 2) swarm->kill(i);
+  // A lookup pays a stall time (100 to 250 ms here) per dead node it waits on, and a node does not wait on
+  // one again: 0.1 to 0.5 s for the join and for the whole client below. A lookup that waited on each dead
+  // node it met, a deadline per round of queries and again in every lookup, took 1 to 3 s for the join and
+  // 4 to 7 s for the client. The bound leaves room for a loaded machine.
+  const auto bound = kRpcTimeout * 3 / 2;
+  REQUIRE(swarm->node(2).store("k", std::nullopt, bytes_of("v"), in_an_hour(), Deadline::after(10s)).is_ok());
+
+  // A one-shot client (what `dedloc-dht get` runs): join through node 0, three gets of missing keys, then a
+  // stored key, which must still be found.
+  zmq::context_t context;
+  auto started = std::chrono::steady_clock::now();
+  auto client = join_as_client(context, crypto::Identity::generate(), {swarm->node(0).address()},
+                               Deadline::after(10s), {}, quiet_options());
+  REQUIRE(client.is_ok());
+  auto joined = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) {
+    auto missing = (*client)->get("nobody-stored-this-" + std::to_string(i), GetMode::kFirst, Deadline::after(10s));
+    REQUIRE(missing.is_ok());
+    CHECK_FALSE(missing->has_value());
+  }
+  auto found = (*client)->get("k", GetMode::kFirst, Deadline::after(10s));
+  auto done = std::chrono::steady_clock::now();
+  REQUIRE(found.is_ok());
+  REQUIRE(found->has_value());
+  CHECK(text_of((*found)->entries.at(0).value) == "v");
+  INFO("joined in " << to_ms(joined - started) << " ms, four gets in " << to_ms(done - joined) << " ms");
+  CHECK(done - started < bound);
+
+  // A serving node joining through node 0 (a lookup of its own id among the same dead contacts).
+  started = std::chrono::steady_clock::now();
+  auto added = swarm->join(quiet_options(), 0);
+  auto took = std::chrono::steady_clock::now() - started;
+  REQUIRE(added.is_ok());
+  INFO("a serving node joined in " << to_ms(took) << " ms");
+  CHECK(took < bound);
+  (*client)->stop();
+}
+
 TEST_CASE("A get that hears from no node is an error, not an empty record", "[net][dht]") {
   auto swarm = launch(4);
   // Somebody answered that nobody holds the key: an empty record.

@@ -19,6 +19,7 @@ inline dht::NodeOptions quiet_options() {
   static Logger quiet(LogLevel::kError);
   dht::NodeOptions options;
   options.rpc_timeout = kRpcTimeout;
+  options.rpc_stall_timeout = kRpcTimeout / 4;  // the defaults' ratio (2 s and 500 ms)
   options.maintenance_interval = Duration::zero();  // the tests republish when they mean to
   options.log = &quiet;
   return options;

@@ -28,49 +28,102 @@ void Lookup::add(const Contact& contact) {
   candidates_.emplace(distance, Candidate{contact});
 }
 
-std::vector<Contact> Lookup::next_queries() {
+std::vector<Contact> Lookup::next_queries(TimePoint now) {
   std::vector<Contact> out;
   if (finished_) return out;
   size_t live_seen = 0;
   for (auto& [distance, candidate] : candidates_) {
     if (in_flight_ >= options_.alpha || live_seen >= options_.k) break;
-    if (candidate.state == State::kFailed) continue;
-    ++live_seen;
+    if (candidate.state == State::kFailed || candidate.state == State::kStalled) continue;
     if (candidate.state == State::kFresh) {
+      candidate.asked_at = now;
+      out.push_back(candidate.contact);
+      if (suspects_.contains(candidate.contact.id)) {
+        // Asked in case it is back, but never waited for, nor counted among the nearest live ones.
+        candidate.state = State::kStalled;
+        ++stalled_;
+        continue;
+      }
       candidate.state = State::kInFlight;
       ++in_flight_;
-      out.push_back(candidate.contact);
+    }
+    ++live_seen;
+  }
+  return out;
+}
+
+Duration Lookup::stall_time() const {
+  if (options_.stall_after <= Duration::zero()) return Duration::zero();
+  if (!slowest_answer_ || options_.min_stall_after <= Duration::zero()) return options_.stall_after;
+  auto scaled = std::chrono::duration_cast<Duration>(*slowest_answer_ * options_.stall_multiple);
+  return std::clamp(scaled, std::min(options_.min_stall_after, options_.stall_after), options_.stall_after);
+}
+
+std::vector<PeerId> Lookup::stall_overdue(TimePoint now) {
+  std::vector<PeerId> out;
+  Duration stall = stall_time();
+  if (stall <= Duration::zero()) return out;
+  for (auto& [distance, candidate] : candidates_) {
+    if (candidate.state == State::kInFlight && now - candidate.asked_at >= stall) {
+      candidate.state = State::kStalled;
+      --in_flight_;
+      ++stalled_;
+      out.push_back(candidate.contact.id);
     }
   }
   return out;
 }
 
-void Lookup::on_answer(const PeerId& from, const std::vector<Contact>& contacts) {
+TimePoint Lookup::next_stall() const {
+  TimePoint next = TimePoint::max();
+  Duration stall = stall_time();
+  if (stall <= Duration::zero()) return next;
+  for (const auto& [distance, candidate] : candidates_) {
+    if (candidate.state == State::kInFlight) next = std::min(next, candidate.asked_at + stall);
+  }
+  return next;
+}
+
+bool Lookup::settle(Candidate& candidate, State to) {
+  if (candidate.state == State::kInFlight) {
+    --in_flight_;
+  } else if (candidate.state == State::kStalled) {
+    --stalled_;
+  } else {
+    return false;  // never asked, or already settled: ignore
+  }
+  candidate.state = to;
+  return true;
+}
+
+void Lookup::on_answer(const PeerId& from, const std::vector<Contact>& contacts, TimePoint now) {
   auto it = candidates_.find(xor_distance(from, target_));
-  if (it == candidates_.end() || it->second.state != State::kInFlight) return;  // not asked: ignore
-  it->second.state = State::kAnswered;
-  --in_flight_;
+  if (it == candidates_.end() || !settle(it->second, State::kAnswered)) return;
+  ++answered_;
+  // A late answer from a stalled query counts too: the network is slower than we thought.
+  Duration took = std::max(Duration::zero(), now - it->second.asked_at);
+  slowest_answer_ = slowest_answer_ ? std::max(*slowest_answer_, took) : took;
   for (const auto& contact : contacts) add(contact);
 }
 
 void Lookup::on_failure(const PeerId& from) {
   auto it = candidates_.find(xor_distance(from, target_));
-  if (it == candidates_.end() || it->second.state != State::kInFlight) return;
-  it->second.state = State::kFailed;
-  --in_flight_;
+  if (it == candidates_.end()) return;
+  settle(it->second, State::kFailed);
 }
 
 bool Lookup::done() const {
   if (finished_) return true;
-  // Done when the k nearest live candidates have all answered (and so nobody nearer is pending).
+  // Done when the k nearest live candidates have all answered (and so nobody nearer is pending). Stalled
+  // ones do not count as live here, unless too few nodes answered to go without them.
   size_t live_seen = 0;
   for (const auto& [distance, candidate] : candidates_) {
     if (live_seen >= options_.k) break;
-    if (candidate.state == State::kFailed) continue;
+    if (candidate.state == State::kFailed || candidate.state == State::kStalled) continue;
     ++live_seen;
     if (candidate.state != State::kAnswered) return false;
   }
-  return true;
+  return stalled_ == 0 || answered_ >= options_.k;
 }
 
 std::vector<Contact> Lookup::nearest_answered(size_t count) const {

@@ -238,6 +238,20 @@ void Node::note_dead(const PeerId& id) {
   if (++it->second.strikes >= kStrikesToDrop) table_.mark_dead(id);
 }
 
+void Node::note_stalled(const PeerId& id) {
+  std::lock_guard lock(mutex_);
+  auto it = failed_.find(id);
+  if (it != failed_.end()) return;  // already failing: its strikes and time stand
+  if (failed_.size() >= kMaxFailedRemembered) return;  // a slow node is worth less memory than a dead one
+  // No strike (a slow node is not a dead one): other lookups just do not wait for it until it answers.
+  failed_.emplace(id, Failure{std::chrono::steady_clock::now(), 0});
+}
+
+bool Node::suspected(const PeerId& id) const {
+  auto it = failed_.find(id);
+  return it != failed_.end() && std::chrono::steady_clock::now() - it->second.last < options_.failed_node_memory;
+}
+
 bool Node::recently_failed(const PeerId& id) {
   auto it = failed_.find(id);
   if (it == failed_.end()) return false;
@@ -293,7 +307,17 @@ void Node::send_rpc(const Contact& to, net::Outgoing request, Deadline deadline,
                                                       reply->envelope().sender.short_string() + ", not " +
                                                       to.id.short_string());
                   }
-                  if (!reply) ++rpcs_failed_;
+                  if (reply) {
+                    // It answers after all (perhaps after the lookup stopped waiting): wait for it again.
+                    std::lock_guard lock(mutex_);
+                    failed_.erase(to.id);
+                  } else {
+                    ++rpcs_failed_;
+                    // A silent or dead node is remembered (and after two strikes leaves our table) even when the
+                    // lookup that asked it finished without it; a node that said no (or is shutting down) is not.
+                    Code code = reply.status().code();
+                    if (code == Code::kTimeout || code == Code::kUnavailable) note_dead(to.id);
+                  }
                   inbox->push(Answer{to, std::move(reply)});
                 });
 }
@@ -305,19 +329,35 @@ Lookup Node::run_lookup(const PeerId& target, const std::function<net::Outgoing(
     std::lock_guard lock(mutex_);
     seeds = table_.nearest(target, options_.bucket_size);
   }
-  Lookup lookup(target, id(), seeds, LookupOptions{options_.lookup_k, options_.alpha});
+  Lookup lookup(target, id(), seeds,
+                LookupOptions{.k = options_.lookup_k,
+                              .alpha = options_.alpha,
+                              .stall_after = options_.rpc_stall_timeout,
+                              .min_stall_after = options_.rpc_min_stall_timeout});
+  auto mark_suspects = [&](const std::vector<Contact>& contacts) {
+    std::lock_guard lock(mutex_);
+    for (const auto& c : contacts) {
+      if (suspected(c.id)) lookup.suspect(c.id);
+    }
+  };
+  mark_suspects(seeds);
   // Shared with the RPC completions: answers that arrive after we gave up land here harmlessly.
   auto inbox = std::make_shared<Inbox>();
-  while (!lookup.done() && !stopping_) {
-    for (const auto& contact : lookup.next_queries()) send_rpc(contact, make_request(), deadline, inbox);
-    if (lookup.in_flight() == 0) break;  // nobody left to ask
-    auto answer = inbox->pop(deadline);
-    if (!answer) break;  // the caller's deadline passed
-    if (!answer->reply) {
-      // A silent or dead node leaves our table; a node that said no (or is shutting down) stays.
-      Code code = answer->reply.status().code();
-      if (code == Code::kTimeout || code == Code::kUnavailable) note_dead(answer->from.id);
+  while (!stopping_) {
+    auto steady_now = std::chrono::steady_clock::now();
+    for (const auto& slow : lookup.stall_overdue(steady_now)) note_stalled(slow);
+    for (const auto& contact : lookup.next_queries(steady_now)) {
+      send_rpc(contact, make_request(), deadline, inbox);
     }
+    if (lookup.done()) break;
+    if (lookup.in_flight() + lookup.stalled() == 0) break;  // nobody left to ask
+    // Wake when a query stalls, to hand its slot to the next candidate.
+    auto answer = inbox->pop(Deadline{std::min(deadline.at, lookup.next_stall())});
+    if (!answer) {
+      if (deadline.passed()) break;  // the caller's deadline
+      continue;
+    }
+    // (A silent or dead node was noted as failing by send_rpc, whether or not we still wait for it.)
     auto contacts = read(answer->from, answer->reply, lookup);
     if (!contacts) {
       lookup.on_failure(answer->from.id);
@@ -328,7 +368,8 @@ Lookup Node::run_lookup(const PeerId& target, const std::function<net::Outgoing(
       std::lock_guard lock(mutex_);
       std::erase_if(*contacts, [&](const Contact& c) { return recently_failed(c.id); });
     }
-    lookup.on_answer(answer->from.id, *contacts);
+    mark_suspects(*contacts);
+    lookup.on_answer(answer->from.id, *contacts, std::chrono::steady_clock::now());
   }
   return lookup;
 }

@@ -7,8 +7,12 @@
 // caller's thread, so many may run at once from many threads; an optional maintenance thread purges
 // expired records and re-stores what we hold to the nodes currently nearest to each key.
 //
-// Every wait has a deadline: each RPC its own (rpc_timeout), each operation the caller's. A dead node costs
-// a lookup at most one RPC deadline, and the node is then dropped from the routing table.
+// Every wait has a deadline: each RPC its own (rpc_timeout), each operation the caller's. A lookup waits for
+// an RPC only a stall time (4x its slowest answer so far, 100 to 500 ms by default) before asking the next
+// candidate instead, and ends on the answers of responsive nodes without waiting for the silent ones; a
+// node that stalled or missed a deadline is asked but not waited for again, and after a second missed
+// deadline is dropped from the routing table. So dead contacts cost a lookup a few stall times, well under
+// one RPC deadline, not one deadline per round of queries.
 #pragma once
 
 #include <atomic>
@@ -53,10 +57,16 @@ struct NodeOptions {
   size_t lookup_k = 5;      // a lookup is done when this many nearest nodes have answered (= replicas)
   size_t replicas = 5;      // a value is stored on this many nodes nearest to its key
   Duration rpc_timeout = std::chrono::seconds(2);
+  // A lookup query unanswered for a stall time stops being waited for: the lookup asks the next candidate
+  // and may end without it (its answer still counts if it comes before the lookup ends; lookup.hpp). The
+  // stall time is 4x the lookup's slowest answer so far, within [rpc_min_stall_timeout, rpc_stall_timeout].
+  // Zero rpc_stall_timeout: wait for every query until rpc_timeout.
+  Duration rpc_stall_timeout = std::chrono::milliseconds(500);
+  Duration rpc_min_stall_timeout = std::chrono::milliseconds(100);
   double max_clock_skew_seconds = 5;  // bootstrap refuses peers whose clocks differ more (expirations are absolute)
-  // A node that failed to answer twice is skipped by our lookups for this long (unless it talks to us
-  // first), so contacts that other nodes have not yet noticed are dead cost us two RPC deadlines, not one
-  // per lookup.
+  // A node that failed to answer is asked but never waited for by our lookups for this long, and after a
+  // second failure is skipped (unless it talks to us first), so contacts that other nodes have not yet
+  // noticed are dead cost us a stall timeout once, not a deadline per lookup.
   Duration failed_node_memory = std::chrono::seconds(60);
 
   // Every interval: purge expired records, re-store held records to their current nearest nodes, and
@@ -183,7 +193,9 @@ class Node {
   void note_sender(const crypto::PeerId& id, const std::string& endpoint);
   void note_alive(const Contact& contact);
   void note_dead(const PeerId& id);
-  bool recently_failed(const PeerId& id);  // under mutex_
+  void note_stalled(const PeerId& id);  // a lookup stopped waiting for it
+  bool recently_failed(const PeerId& id);  // under mutex_: failed twice lately, skip it
+  bool suspected(const PeerId& id) const;  // under mutex_: failed lately, do not wait for it
   void check_reachable(const std::string& endpoint, const crypto::PeerId& expected, net::Replier replier);
   std::vector<wire::ContactInfo> nearest_infos(const PeerId& target) const;
   void maintenance_loop();
@@ -206,7 +218,7 @@ class Node {
     int strikes = 0;  // missed deadlines since it last answered
   };
   static constexpr int kStrikesToDrop = 2;
-  std::map<PeerId, Failure> failed_;  // nodes that stopped answering, and when (bounded)
+  std::map<PeerId, Failure> failed_;  // nodes that stopped answering (or were slow to), and when (bounded)
 
   std::atomic<std::uint64_t> rpcs_sent_{0};
   std::atomic<std::uint64_t> rpcs_failed_{0};

@@ -1,19 +1,22 @@
 // The sans-IO iterative lookup (lookup.hpp): fed candidates, answers and failures by hand or by a simulated
-// network of routing tables; no sockets, no clock.
+// network of routing tables; no sockets; time from a ManualClock where stalls matter.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <queue>
 #include <random>
 #include <set>
 
+#include "dedloc/core/clock.hpp"
 #include "dedloc/dht/lookup.hpp"
 #include "dedloc/dht/routing_table.hpp"
 #include "support/random_ids.hpp"
 
 using namespace dedloc;
 using namespace dedloc::dht;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -320,4 +323,225 @@ TEST_CASE("Lookups over a simulated network route around dead nodes", "[unit][dh
     // The dead nearest were named by the others, tried, failed, and passed over.
     for (const auto& id : dead_nearest) CHECK(stats.asked.contains(id));
   }
+}
+
+TEST_CASE("A query unanswered past stall_after gives its slot away and is not waited for", "[unit][dht]") {
+  std::mt19937_64 rng(9);
+  ManualClock clock;
+  PeerId target = random_id(rng), self = at_distance(target, 0, 0x80);
+  auto d = [&](int distance) { return at_distance(target, static_cast<std::uint8_t>(distance)); };
+  std::vector<Contact> seeds;
+  for (int distance : {10, 20, 30, 40, 50, 60}) seeds.push_back(contact(d(distance)));
+  Lookup lookup(target, self, seeds, {.k = 3, .alpha = 2, .stall_after = 500ms});
+
+  CHECK(ids_of(lookup.next_queries(clock.now())) == std::vector<PeerId>{d(10), d(20)});
+  CHECK(lookup.next_stall() == clock.now() + 500ms);
+  clock.advance(499ms);
+  CHECK(lookup.stall_overdue(clock.now()).empty());
+  CHECK(lookup.next_queries(clock.now()).empty());  // both slots still held
+  clock.advance(1ms);
+  // 10 and 20 are silent: their slots go to 30 and 40, and the lookup stops counting on them.
+  CHECK(lookup.stall_overdue(clock.now()) == std::vector<PeerId>{d(10), d(20)});
+  CHECK(lookup.in_flight() == 0);
+  CHECK(lookup.stalled() == 2);
+  CHECK(ids_of(lookup.next_queries(clock.now())) == std::vector<PeerId>{d(30), d(40)});
+  clock.advance(10ms);
+  lookup.on_answer(d(30), {});
+  lookup.on_answer(d(40), {});
+  CHECK_FALSE(lookup.done());  // only two answered: the third nearest responsive one is asked next
+  CHECK(ids_of(lookup.next_queries(clock.now())) == std::vector<PeerId>{d(50)});
+  // A stalled query that answers after all still counts, and what it names is asked.
+  lookup.on_answer(d(20), {contact(d(15))});
+  CHECK(lookup.stalled() == 1);
+  CHECK(ids_of(lookup.next_queries(clock.now())) == std::vector<PeerId>{d(15)});
+  lookup.on_answer(d(50), {});
+  lookup.on_answer(d(15), {});
+  // Three nearest responsive (15, 20, 30) answered: done, without waiting for 10 (its RPC deadline is far).
+  CHECK(lookup.done());
+  CHECK(ids_of(lookup.nearest_answered(3)) == std::vector<PeerId>{d(15), d(20), d(30)});
+  // Its failure, when it comes, changes nothing.
+  lookup.on_failure(d(10));
+  CHECK(lookup.stalled() == 0);
+  CHECK(lookup.done());
+}
+
+TEST_CASE("Stalled queries are waited for while fewer than k nodes have answered", "[unit][dht]") {
+  std::mt19937_64 rng(10);
+  ManualClock clock;
+  PeerId target = random_id(rng), self = at_distance(target, 0, 0x80);
+  PeerId a = at_distance(target, 1), b = at_distance(target, 2);
+  Lookup lookup(target, self, {contact(a), contact(b)}, {.k = 3, .alpha = 2, .stall_after = 500ms});
+  REQUIRE(lookup.next_queries(clock.now()).size() == 2);
+  clock.advance(5ms);
+  lookup.on_answer(b, {});
+  clock.advance(500ms);
+  CHECK(lookup.stall_overdue(clock.now()) == std::vector<PeerId>{a});
+  // Nobody left to ask, one answer of three wanted: the slow node may be all there is (a small or an
+  // overloaded swarm), so the lookup still waits for it.
+  CHECK(lookup.next_queries(clock.now()).empty());
+  CHECK_FALSE(lookup.done());
+  CHECK(lookup.next_stall() == TimePoint::max());  // nothing more to stall: wait for an answer or a failure
+  lookup.on_answer(a, {});
+  CHECK(lookup.done());
+  CHECK(ids_of(lookup.nearest_answered(3)) == std::vector<PeerId>{a, b});
+
+  // The same with a failure instead of a late answer.
+  Lookup failing(target, self, {contact(a), contact(b)}, {.k = 3, .alpha = 2, .stall_after = 500ms});
+  REQUIRE(failing.next_queries(clock.now()).size() == 2);
+  failing.on_answer(b, {});
+  clock.advance(500ms);
+  REQUIRE(failing.stall_overdue(clock.now()).size() == 1);
+  CHECK_FALSE(failing.done());
+  failing.on_failure(a);
+  CHECK(failing.done());
+}
+
+TEST_CASE("A suspect is asked beside the others but never waited for", "[unit][dht]") {
+  std::mt19937_64 rng(11);
+  ManualClock clock;
+  PeerId target = random_id(rng), self = at_distance(target, 0, 0x80);
+  PeerId suspect = at_distance(target, 1), b = at_distance(target, 2), c = at_distance(target, 3);
+  Lookup lookup(target, self, {contact(suspect), contact(b), contact(c)}, {.k = 2, .alpha = 1, .stall_after = 500ms});
+  lookup.suspect(suspect);
+  // The suspect takes no slot: it and the nearest responsive candidate are asked at once.
+  CHECK(ids_of(lookup.next_queries(clock.now())) == std::vector<PeerId>{suspect, b});
+  CHECK(lookup.in_flight() == 1);
+  CHECK(lookup.stalled() == 1);
+  CHECK(lookup.next_stall() == clock.now() + 500ms);  // b's; never the suspect's
+  clock.advance(1ms);
+  lookup.on_answer(b, {});
+  CHECK(ids_of(lookup.next_queries(clock.now())) == std::vector<PeerId>{c});
+  lookup.on_answer(c, {});
+  // Two answered (k): done, though the suspect, nearest of all, never answered.
+  CHECK(lookup.done());
+  CHECK(ids_of(lookup.nearest_answered(2)) == std::vector<PeerId>{b, c});
+  CHECK(lookup.stall_overdue(clock.now() + 10s).empty());
+}
+
+TEST_CASE("The stall time follows the answers: a multiple of the slowest, within its bounds", "[unit][dht]") {
+  std::mt19937_64 rng(13);
+  ManualClock clock;
+  PeerId target = random_id(rng), self = at_distance(target, 0, 0x80);
+  auto d = [&](int distance) { return at_distance(target, static_cast<std::uint8_t>(distance)); };
+  std::vector<Contact> seeds;
+  for (int distance = 1; distance <= 8; ++distance) seeds.push_back(contact(d(distance)));
+  Lookup lookup(target, self, seeds, {.k = 8, .alpha = 4, .stall_after = 500ms, .min_stall_after = 100ms});
+  CHECK(lookup.stall_time() == 500ms);  // no answer yet: the upper bound
+  REQUIRE(lookup.next_queries(clock.now()).size() == 4);
+  clock.advance(2ms);
+  lookup.on_answer(d(1), {}, clock.now());
+  CHECK(lookup.stall_time() == 100ms);  // 4 x 2 ms, raised to the lower bound
+  CHECK(lookup.next_stall() == TimePoint{} + 100ms);  // queries already in flight stall sooner too
+  clock.advance(48ms);
+  lookup.on_answer(d(2), {}, clock.now());
+  CHECK(lookup.stall_time() == 200ms);  // 4 x 50 ms
+  clock.advance(150ms);
+  lookup.on_answer(d(3), {}, clock.now());
+  CHECK(lookup.stall_time() == 500ms);  // 4 x 200 ms, capped
+  // Without a lower bound the stall time stays at the upper one.
+  Lookup fixed(target, self, seeds, {.k = 8, .alpha = 4, .stall_after = 500ms});
+  REQUIRE(fixed.next_queries(clock.now()).size() == 4);
+  clock.advance(1ms);
+  fixed.on_answer(d(1), {}, clock.now());
+  CHECK(fixed.stall_time() == 500ms);
+  // Without stalls, never.
+  Lookup waiting(target, self, seeds, {.k = 8, .alpha = 4});
+  CHECK(waiting.stall_time() == Duration::zero());
+  REQUIRE(waiting.next_queries(clock.now()).size() == 4);
+  CHECK(waiting.next_stall() == TimePoint::max());
+}
+
+namespace {
+
+struct TimedRun {
+  Duration took{0};
+  size_t queries = 0;
+};
+
+// Runs `lookup` on `clock` over `net`: a live node answers `latency` after it is asked; a dead one fails
+// at its RPC deadline, `deadline` after it is asked.
+TimedRun run_timed(Lookup& lookup, const Network& net, size_t answer_size, ManualClock& clock, Duration latency,
+                   Duration deadline) {
+  struct Event {
+    TimePoint at;
+    PeerId from;
+    bool operator>(const Event& other) const { return at > other.at; }
+  };
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
+  TimedRun stats;
+  TimePoint start = clock.now();
+  while (true) {
+    lookup.stall_overdue(clock.now());
+    for (const auto& c : lookup.next_queries(clock.now())) {
+      ++stats.queries;
+      events.push({clock.now() + (net.dead.contains(c.id) ? deadline : latency), c.id});
+    }
+    if (lookup.done() || events.empty()) break;
+    TimePoint wake = std::min(events.top().at, lookup.next_stall());
+    clock.advance(wake - clock.now());
+    if (events.top().at > clock.now()) continue;  // a stall, not an outcome
+    Event next = events.top();
+    events.pop();
+    if (net.dead.contains(next.from)) {
+      lookup.on_failure(next.from);
+    } else {
+      lookup.on_answer(next.from, net.tables.at(next.from).nearest(lookup.target(), answer_size), clock.now());
+    }
+  }
+  stats.took = clock.now() - start;
+  return stats;
+}
+
+}  // namespace
+
+TEST_CASE("With half the network dead, a lookup pays stall times for dead nodes, not RPC deadlines",
+          "[unit][dht]") {
+  std::mt19937_64 rng(12);
+  const size_t k = 5, alpha = 4, answer_size = 20;  // the node's defaults
+  const Duration deadline = 2s, stall = 500ms, latency = 2ms;
+  Network net(200, 20, rng);
+  std::vector<Duration> took, adaptive_took;
+  for (int trial = 0; trial < 20; ++trial) {
+    net.dead.clear();
+    PeerId self = net.ids[rng() % net.ids.size()];
+    for (const auto& id : net.ids) {
+      if (id != self && rng() % 2 == 0) net.dead.insert(id);
+    }
+    PeerId target = random_id(rng);
+    auto seeds = net.tables.at(self).nearest(target, 20);
+    INFO("trial " << trial << ", target " << target.to_string());
+
+    ManualClock clock;
+    Lookup lookup(target, self, seeds, {.k = k, .alpha = alpha, .stall_after = stall});
+    TimedRun timed = run_timed(lookup, net, answer_size, clock, latency, deadline);
+    REQUIRE(lookup.done());
+    auto found = ids_of(lookup.nearest_answered(k));
+    CHECK(found.size() == k);
+    for (const auto& id : found) CHECK_FALSE(net.dead.contains(id));
+    took.push_back(timed.took);
+
+    // Waiting for every query, as a lookup without stalls does, pays a whole deadline where this one paid a
+    // stall time: each dead node met costs deadline / stall times less.
+    ManualClock old_clock;
+    Lookup waiting(target, self, seeds, {.k = k, .alpha = alpha});
+    TimedRun slow = run_timed(waiting, net, answer_size, old_clock, latency, deadline);
+    CHECK(slow.took >= deadline);  // every trial meets a dead node
+    CHECK(timed.took <= slow.took / (deadline / stall) + latency * timed.queries);
+
+    // A stall time that follows the answers (4 x 2 ms, raised to 100 ms) cuts it further.
+    ManualClock adaptive_clock;
+    Lookup adaptive(target, self, seeds, {.k = k, .alpha = alpha, .stall_after = stall, .min_stall_after = 100ms});
+    TimedRun fast = run_timed(adaptive, net, answer_size, adaptive_clock, latency, deadline);
+    REQUIRE(adaptive.done());
+    CHECK(adaptive.nearest_answered(k).size() == k);
+    CHECK(fast.took <= timed.took);
+    adaptive_took.push_back(fast.took);
+  }
+  // The typical lookup ends within one RPC deadline, and within a fraction of one when the stall time
+  // follows the answers. (One that meets dead nodes one after another, each entering the k nearest only
+  // once the one before stalled, still pays a stall for each.)
+  std::sort(took.begin(), took.end());
+  CHECK(took[took.size() / 2] < deadline);
+  std::sort(adaptive_took.begin(), adaptive_took.end());
+  CHECK(adaptive_took[adaptive_took.size() / 2] < deadline / 4);
 }
