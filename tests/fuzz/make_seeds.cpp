@@ -333,6 +333,10 @@ void records_seeds(const fs::path& dir) {
   write(dir, "seed-donor", cat({Bytes{3}, prefixed(bytes_of("tcp://10.0.0.2:7000/p/" + id_of(0x44).to_string())), donor.to_bytes()}));
   write(dir, "seed-donor-relayed",
         cat({Bytes{3}, prefixed(bytes_of("relay://10.0.0.1:7100/p/" + id_of(0x45).to_string())), donor.to_bytes()}));
+  MapWriter refreshed_donor;
+  refreshed_donor.put("ep", std::string_view("tcp://10.0.0.3:7000")).put("epoch", std::uint64_t{13}).put("t", 1.7e9);
+  write(dir, "seed-donor-refreshed",
+        cat({Bytes{3}, prefixed(bytes_of("tcp://10.0.0.3:7000/p/" + id_of(0x46).to_string())), refreshed_donor.to_bytes()}));
 
   MapWriter schema;
   schema.put_binary("hash", Bytes(32, 0x5c)).put("len", std::uint64_t{1} << 20);

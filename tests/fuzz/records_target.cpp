@@ -110,11 +110,14 @@ void donor(fuzz::Input& in) {
   auto d = avg::parse_donor(found(to_bytes(in.rest()), subkey));
   if (!d) return;
   DEDLOC_FUZZ_CHECK(!d->address.endpoint.empty() && d->expiration == fuzz::kRecordsNow + 60);
-  Bytes value = wire::encode_donor({d->address.endpoint, d->epoch, d->downloads, d->max_downloads, d->priority});
+  DEDLOC_FUZZ_CHECK(std::isfinite(d->refreshed) && d->refreshed >= 0);
+  Bytes value = wire::encode_donor({d->address.endpoint, d->epoch, d->downloads, d->max_downloads, d->priority,
+                                    d->refreshed});
   auto again = avg::parse_donor(found(value, subkey));
   DEDLOC_FUZZ_CHECK(again.is_ok() && again->address.endpoint == d->address.endpoint &&
                     again->address.peer_id == d->address.peer_id && again->epoch == d->epoch &&
-                    again->downloads == d->downloads && again->max_downloads == d->max_downloads);
+                    again->downloads == d->downloads && again->max_downloads == d->max_downloads &&
+                    again->refreshed == d->refreshed);
   DEDLOC_FUZZ_CHECK(again->priority == d->priority || (std::isnan(again->priority) && std::isnan(d->priority)));
 }
 

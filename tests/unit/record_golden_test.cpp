@@ -140,14 +140,16 @@ TEST_CASE("Golden bytes of a metrics record", "[unit][wire][golden][records]") {
 TEST_CASE("Golden bytes of a donor record", "[unit][wire][golden][records]") {
   const crypto::Identity donor = identity_from(0x22);
   const std::string address = "tcp://10.0.0.5:7000/k/" + hex(donor.public_key());
-  const wire::DonorRecord record{address, 12, 1, 4, 1.0};
-  // {"ep": "tcp://10.0.0.5:7000/k/a09aa5...a4f0", "epoch": 12, "load": 1, "max": 4, "prio": 1}
+  const wire::DonorRecord record{address, 12, 1, 4, 1.0, 1700000000.5};
+  // {"ep": "tcp://10.0.0.5:7000/k/a09aa5...a4f0", "epoch": 12, "load": 1, "max": 4, "prio": 1,
+  //  "t": 1700000000.5}
   const std::string golden =
-      "85a26570d956"
+      "86a26570d956"
       "7463703a2f2f31302e302e302e353a373030302f6b2f"  // "tcp://10.0.0.5:7000/k/"
       "61303961613566343761363735393830326666393535663864633264326131346135633939643233626539376638363431"
       "323766663933383334353561346630"
-      "a565706f63680ca46c6f616401a36d617804a47072696f01";
+      "a565706f63680ca46c6f616401a36d617804a47072696f01"
+      "a174cb41d954fc40200000";  // "t": the refresh time, added after the others (see below)
   CHECK(hex(wire::encode_donor(record)) == golden);
   CHECK(wire::decode_donor(unhex(golden)).value() == record);
   // As a downloader reads it from the DHT, with the donor's address in the subkey.
@@ -159,8 +161,25 @@ TEST_CASE("Golden bytes of a donor record", "[unit][wire][golden][records]") {
   CHECK(back->downloads == 1);
   CHECK(back->max_downloads == 4);
   CHECK(back->priority == 1.0);
+  CHECK(back->refreshed == 1700000000.5);
   CHECK(back->expiration == kNow + 60);
   CHECK(validate("run1_donors", unhex(golden), bytes_of(address)).is_ok());
+
+  // The record as peers wrote it before "t" (the bytes this test pinned then): still read and stored, with
+  // the refresh time unknown (0), which ranking treats as fresh.
+  const std::string before_refresh_time =
+      "85a26570d956"
+      "7463703a2f2f31302e302e302e353a373030302f6b2f"
+      "61303961613566343761363735393830326666393535663864633264326131346135633939643233626539376638363431"
+      "323766663933383334353561346630"
+      "a565706f63680ca46c6f616401a36d617804a47072696f01";
+  auto old = wire::decode_donor(unhex(before_refresh_time));
+  REQUIRE(old.is_ok());
+  CHECK(*old == wire::DonorRecord{address, 12, 1, 4, 1.0, 0});
+  back = avg::parse_donor(dht::FoundEntry{bytes_of(address), unhex(before_refresh_time), kNow + 60});
+  REQUIRE(back.is_ok());
+  CHECK(back->refreshed == 0);
+  CHECK(validate("run1_donors", unhex(before_refresh_time), bytes_of(address)).is_ok());
 }
 
 TEST_CASE("Golden bytes of the vector schema record", "[unit][wire][golden][records]") {

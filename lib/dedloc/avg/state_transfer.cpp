@@ -43,10 +43,11 @@ double load_ratio(const DonorInfo& d) {
 Result<dht::StoreResult> advertise_donor(dht::Node& node, std::string_view run_id, const DonorInfo& donor,
                                          Duration ttl, Deadline deadline, const Clock& clock) {
   if (donor.address.endpoint.empty()) return error(Code::kInvalidArgument, "a donor needs an endpoint to advertise");
+  const double now = clock.unix_seconds();
   Bytes value = wire::encode_donor({donor.address.endpoint, donor.epoch, donor.downloads, donor.max_downloads,
-                                    donor.priority});
+                                    donor.priority, now});
   std::string subkey = donor.address.to_string();
-  double expiration = clock.unix_seconds() + std::chrono::duration<double>(ttl).count();
+  double expiration = now + std::chrono::duration<double>(ttl).count();
   return node.store(donors_key(run_id), Bytes(subkey.begin(), subkey.end()), value, expiration, deadline);
 }
 
@@ -75,6 +76,7 @@ Result<DonorInfo> parse_donor(const dht::FoundEntry& entry) {
   d.downloads = record->downloads;
   d.max_downloads = record->max_downloads;
   d.priority = record->priority;
+  d.refreshed = record->refreshed;
   d.address.peer_id = address->peer_id;
   d.expiration = entry.expiration;
   return d;

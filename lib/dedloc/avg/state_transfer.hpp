@@ -2,7 +2,7 @@
 //
 // Donors. A peer that holds a state runs a StateServer on its RPC server and lists itself in the DHT under
 // "{run_id}_donors" (advertise_donor, refreshed by its owner before the TTL runs out), one subkey per donor:
-// its address, with its endpoint, epoch, load and priority as the value. A donor serves at most
+// its address, with its endpoint, epoch, load, priority and refresh time as the value. A donor serves at most
 // `max_downloads` downloaders at once (a downloader is a peer id; its slot is freed when it says it is done
 // or after it stays silent for `idle_release`); the next one is refused with "busy: N downloads in progress"
 // and goes to another donor, so a crowd of joiners spreads over the donors instead of swamping one.
@@ -68,11 +68,14 @@ struct DonorInfo {
   std::uint64_t max_downloads = 0;   // the donor's limit (0: unknown)
   double priority = 0;               // the owner's preference, higher first (a dedicated donor says 1)
   double expiration = 0;             // of the advertisement, unix seconds (0 for a hand-made list)
+  double refreshed = 0;              // when the advertisement was last stored, unix seconds by the donor's
+                                     // clock (0: not said: a hand-made list, or a peer older than the field)
 };
 
 // Lists `donor` under donors_key(run_id) until now + `ttl` (subkey: the address; value: a msgpack map
-// {"ep": endpoint, "epoch": uint, "load": uint, "max": uint, "prio": float}). The owner calls it again
-// before the TTL runs out (the trainer: every ttl/3, and after each global step).
+// {"ep": endpoint, "epoch": uint, "load": uint, "max": uint, "prio": float, "t": now}; `donor.refreshed`
+// is ignored). The owner calls it again before the TTL runs out (the trainer: every ttl/3, and after each
+// global step).
 Result<dht::StoreResult> advertise_donor(dht::Node& node, std::string_view run_id, const DonorInfo& donor,
                                          Duration ttl, Deadline deadline,
                                          const Clock& clock = SystemClock::instance());

@@ -119,7 +119,8 @@ Bytes encode_donor(const DonorRecord& d) {
       .put("epoch", d.epoch)
       .put("load", d.downloads)
       .put("max", d.max_downloads)
-      .put("prio", d.priority);
+      .put("prio", d.priority)
+      .put("t", d.refreshed);
   return value.to_bytes();
 }
 
@@ -130,9 +131,12 @@ Result<DonorRecord> decode_donor(ByteSpan value) {
   if (!reader) return reader.status();
   DonorRecord d;
   reader->get("ep", d.endpoint).get("epoch", d.epoch).get_optional("load", d.downloads)
-      .get_optional("max", d.max_downloads).get_optional("prio", d.priority);
+      .get_optional("max", d.max_downloads).get_optional("prio", d.priority).get_optional("t", d.refreshed);
   DEDLOC_RETURN_IF_ERROR(reader->status());
   if (d.endpoint.empty()) return error(Code::kMalformed, "donor record: an empty endpoint");
+  if (!std::isfinite(d.refreshed) || d.refreshed < 0) {
+    return error(Code::kMalformed, "donor record: a negative or non-finite refresh time");
+  }
   return d;
 }
 
@@ -141,7 +145,8 @@ const RecordSchema& donor_schema() {
                                                               {"epoch", FieldKind::kCount},
                                                               {"load", FieldKind::kCount, false},
                                                               {"max", FieldKind::kCount, false},
-                                                              {"prio", FieldKind::kNumber, false}}};
+                                                              {"prio", FieldKind::kNumber, false},
+                                                              {"t", FieldKind::kNumber, false, 0}}};
   return schema;
 }
 

@@ -118,19 +118,23 @@ const RecordSchema& metrics_schema();  // "_metrics"
 
 std::string donors_key(std::string_view run_id);  // "{run_id}_donors"; the subkey is the donor's address
 
-// {"ep": str, "epoch": uint, "load": uint, "max": uint, "prio": float}; "load", "max", "prio" optional.
+// {"ep": str, "epoch": uint, "load": uint, "max": uint, "prio": float, "t": float}; "load", "max", "prio"
+// and "t" optional ("t" is newer than the others: records of older peers lack it).
 struct DonorRecord {
   std::string endpoint;                // "ep": where to ask (never empty)
   std::uint64_t epoch = 0;             // "epoch": of the state it serves, as advertised
   std::uint64_t downloads = 0;         // "load": downloads in progress when advertised
   std::uint64_t max_downloads = 0;     // "max": its limit (0: unknown)
   double priority = 0;                 // "prio": the owner's preference, higher first
+  double refreshed = 0;                // "t": unix seconds when its owner last stored it (0: not said). With
+                                       // the entry's expiration it tells a reader the record's TTL and age:
+                                       // a donor that stopped refreshing is probably gone
 
   bool operator==(const DonorRecord&) const = default;
 };
 
 Bytes encode_donor(const DonorRecord& donor);
-// kMalformed for anything but a well-formed record (an empty endpoint included).
+// kMalformed for anything but a well-formed record (an empty endpoint, a negative or non-finite "t" included).
 Result<DonorRecord> decode_donor(ByteSpan value);
 const RecordSchema& donor_schema();  // "_donors"
 

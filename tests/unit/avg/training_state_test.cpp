@@ -155,5 +155,10 @@ TEST_CASE("Donor records are checked against their schema", "[unit][avg][state]"
   CHECK(validator.validate("run1_donors", negative, now).code() == Code::kMalformed);
   auto no_endpoint = entry([](auto& v) { v.put("epoch", std::uint64_t{3}); });
   CHECK(validator.validate("run1_donors", no_endpoint, now).code() == Code::kMalformed);
+  auto refreshed = entry([&](auto& v) { v.put("ep", "tcp://127.0.0.1:7000").put("epoch", std::uint64_t{3}).put("t", now); });
+  CHECK(validator.validate("run1_donors", refreshed, now).is_ok());
+  auto negative_time = entry([](auto& v) { v.put("ep", "tcp://127.0.0.1:7000").put("epoch", std::uint64_t{3}).put("t", -1.0); });
+  CHECK(validator.validate("run1_donors", negative_time, now).code() == Code::kMalformed);
+  CHECK(wire::decode_donor(negative_time.value).status().code() == Code::kMalformed);
   CHECK(donors_key("run1") == "run1_donors");
 }
