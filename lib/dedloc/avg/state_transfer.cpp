@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -84,14 +85,40 @@ Result<DonorInfo> parse_donor(const dht::FoundEntry& entry) {
 
 void add_donor_schema(dht::RecordValidator& validator) { dht::add_record_schema(validator, wire::donor_schema()); }
 
+bool stale_advert(const DonorInfo& donor, double newest_refresh) {
+  if (donor.refreshed <= 0 || donor.expiration <= donor.refreshed) return false;  // age or TTL unknown
+  const double ttl = donor.expiration - donor.refreshed;
+  return newest_refresh - donor.refreshed > ttl / 2;
+}
+
 std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_64& rng) {
-  std::shuffle(donors.begin(), donors.end(), rng);
-  std::stable_sort(donors.begin(), donors.end(), [](const DonorInfo& a, const DonorInfo& b) {
-    if (a.epoch != b.epoch) return a.epoch > b.epoch;
-    double la = load_ratio(a), lb = load_ratio(b);
-    if (la != lb) return la < lb;
-    return a.priority > b.priority;
+  double newest_refresh = 0;
+  for (const auto& d : donors) newest_refresh = std::max(newest_refresh, d.refreshed);
+  struct Ranked {
+    DonorInfo info;
+    bool stale = false;
+    double load = 0;
+    double priority = 0;
+  };
+  std::vector<Ranked> ranked;
+  ranked.reserve(donors.size());
+  for (auto& d : donors) {
+    const bool stale = stale_advert(d, newest_refresh);
+    const double load = load_ratio(d);
+    // Anyone can list anything: a NaN would break the sort's ordering.
+    const double priority = std::isfinite(d.priority) ? d.priority : 0;
+    ranked.push_back({std::move(d), stale, load, priority});
+  }
+  std::shuffle(ranked.begin(), ranked.end(), rng);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+    if (a.stale != b.stale) return b.stale;
+    if (a.info.epoch != b.info.epoch) return a.info.epoch > b.info.epoch;
+    if (a.load != b.load) return a.load < b.load;
+    if (a.priority != b.priority) return a.priority > b.priority;
+    return a.info.refreshed > b.info.refreshed;
   });
+  donors.clear();
+  for (auto& r : ranked) donors.push_back(std::move(r.info));
   return donors;
 }
 

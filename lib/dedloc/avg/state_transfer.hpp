@@ -12,8 +12,10 @@
 // of one donor even when the donor moves on midway (the old snapshot stays alive until the slot is freed).
 //
 // Download (download_state). Protocol, all requests bounded in size and time:
-//   1. rank the donors: newest advertised epoch first, then the least loaded, then the owner's priority,
-//      ties in random order (joiners with the same list do not all pick the same donors);
+//   1. rank the donors (rank_donors): records that stopped being refreshed last (a dead peer stops
+//      refreshing its advert, which lingers until its TTL runs out); then the newest advertised epoch, the
+//      least loaded, the owner's priority, the most recently refreshed, ties in random order (joiners with
+//      the same list do not all pick the same donors);
 //   2. ask up to `max_donors` of them at once to describe their state (epoch, schema hash, tensor names
 //      and shapes, metadata); take the newest epoch E among the answers; donors at E must agree on the
 //      schema hash ("donors disagree on schema" otherwise), older ones are released at once;
@@ -72,10 +74,17 @@ struct DonorInfo {
                                      // clock (0: not said: a hand-made list, or a peer older than the field)
 };
 
+// An advertisement whose owner missed refreshes: older than half its TTL (expiration - refreshed) when
+// compared with the most recently refreshed advertisement of its list. Owners refresh every third of the
+// TTL, so a live donor's advert is rarely that old; a dead donor's stays listed until its TTL runs out.
+// Comparing with the list's newest rather than this machine's clock spares the reader clock skew. Never
+// stale when `refreshed` is not said.
+bool stale_advert(const DonorInfo& donor, double newest_refresh);
+
 // Lists `donor` under donors_key(run_id) until now + `ttl` (subkey: the address; value: a msgpack map
 // {"ep": endpoint, "epoch": uint, "load": uint, "max": uint, "prio": float, "t": now}; `donor.refreshed`
 // is ignored). The owner calls it again before the TTL runs out (the trainer: every ttl/3, and after each
-// global step).
+// global step): downloaders rank adverts that missed refreshes last (stale_advert).
 Result<dht::StoreResult> advertise_donor(dht::Node& node, std::string_view run_id, const DonorInfo& donor,
                                          Duration ttl, Deadline deadline,
                                          const Clock& clock = SystemClock::instance());

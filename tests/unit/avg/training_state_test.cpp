@@ -3,6 +3,7 @@
 // that could not travel are refused when built; donors are ranked newest, then least loaded, then by priority.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <map>
 
 #include "dedloc/avg/state_transfer.hpp"
@@ -161,4 +162,34 @@ TEST_CASE("Donor records are checked against their schema", "[unit][avg][state]"
   CHECK(validator.validate("run1_donors", negative_time, now).code() == Code::kMalformed);
   CHECK(wire::decode_donor(negative_time.value).status().code() == Code::kMalformed);
   CHECK(donors_key("run1") == "run1_donors");
+}
+
+TEST_CASE("Adverts that missed refreshes rank after every fresh one, whatever their epoch", "[unit][avg][state]") {
+  // TTL 30 s, refreshed every 10 s by a live owner; the newest refresh in the list is at t = 1000.
+  auto advert = [](const std::string& port, std::uint64_t epoch, double refreshed) {
+    DonorInfo d = donor(port, epoch, 0, 4, 0);
+    d.refreshed = refreshed;
+    d.expiration = refreshed + 30;
+    return d;
+  };
+  // Gone 20 s ago, at the newest epoch: more than half its TTL without a refresh.
+  CHECK(stale_advert(advert("1", 9, 980), 1000));
+  CHECK_FALSE(stale_advert(advert("2", 8, 995), 1000));
+  CHECK_FALSE(stale_advert(advert("2", 8, 1000), 1000));
+  // Without a refresh time (a hand-made list, or an older peer's record): never stale.
+  CHECK_FALSE(stale_advert(donor("3", 9, 0, 4, 0), 1000));
+  DonorInfo old_peer = donor("4", 9, 0, 4, 0);
+  old_peer.expiration = 900;
+  CHECK_FALSE(stale_advert(old_peer, 1000));
+
+  std::mt19937_64 rng(3);
+  std::vector<DonorInfo> donors{advert("1", 9, 980), advert("2", 8, 995), advert("3", 8, 1000),
+                                advert("4", 7, 999), advert("5", 9, 960)};
+  auto ranked = ports(rank_donors(donors, rng));
+  // Fresh ones by epoch, the more recently refreshed first among equals; then the stale ones, by epoch.
+  CHECK(ranked == std::vector<std::string>{"3", "2", "4", "1", "5"});
+
+  // A NaN priority (anyone can list anything) neither crashes the ranking nor loses a donor.
+  std::vector<DonorInfo> odd{donor("1", 3, 0, 4, std::nan("")), donor("2", 3, 0, 4, 1), donor("3", 3, 0, 4, 0)};
+  CHECK(rank_donors(odd, rng).size() == 3);
 }
