@@ -1,13 +1,21 @@
 // State download between in-process peers on real loopback sockets (docs/architecture.md): donors serve their training
 // state, joiners fetch it in stripes from several donors at once, listed in a DHT swarm. Exact round trips,
-// codec bounds, busy donors, donors that die or move on midway, dead swarms and mixed epochs.
+// codec bounds, busy donors, donors that die or move on midway, dead swarms, dead donors ranked first
+// (crashed, frozen or silent) and mixed epochs.
 #include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
 #include <future>
 #include <random>
+#include <set>
 #include <thread>
+
+#include <zmq_addon.hpp>
 
 #include "dedloc/avg/state_transfer.hpp"
 #include "dedloc/crypto/identity.hpp"
@@ -76,6 +84,10 @@ struct Joiner {
       : client(std::make_unique<net::Client>(context, net::ClientOptions{identity.peer_id(), {}, 60s, &quiet()})) {}
 };
 
+std::unique_ptr<net::Client> joiner_client(zmq::context_t& context) {
+  return std::make_unique<net::Client>(context, net::ClientOptions{crypto::Identity::generate().peer_id(), {}, 60s, &quiet()});
+}
+
 DownloadOptions options_for(size_t max_donors, std::uint64_t part_elements, Codec codec = Codec::kNone) {
   DownloadOptions o;
   o.run_id = "run1";
@@ -105,6 +117,53 @@ bool slots_freed(const std::vector<Donor*>& donors) {
   }
   return false;
 }
+
+// A peer alive at TCP that never answers, like a SIGSTOPped process: the kernel completes the TCP
+// handshake (the connection waits in the listen backlog), nobody ever reads.
+struct FrozenListener {
+  int fd = -1;
+  std::string endpoint;
+  FrozenListener() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::listen(fd, 16) == 0);
+    socklen_t length = sizeof addr;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0);
+    endpoint = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  }
+  ~FrozenListener() { ::close(fd); }
+};
+
+// A ZeroMQ peer that takes requests and never replies: it counts them, so a test can tell how often a
+// downloader asked.
+struct SilentPeer {
+  zmq::socket_t socket;
+  std::string endpoint;
+  std::atomic<bool> stop{false};
+  std::atomic<int> requests{0};
+  std::thread reader;
+  explicit SilentPeer(zmq::context_t& context) : socket(context, zmq::socket_type::router) {
+    socket.set(zmq::sockopt::linger, 0);
+    socket.bind("tcp://127.0.0.1:*");
+    endpoint = socket.get(zmq::sockopt::last_endpoint);
+    reader = std::thread([this] {
+      while (!stop) {
+        zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+        if (zmq::poll(&item, 1, std::chrono::milliseconds(20)) == 0) continue;
+        std::vector<zmq::message_t> frames;
+        if (zmq::recv_multipart(socket, std::back_inserter(frames), zmq::recv_flags::dontwait)) ++requests;
+      }
+    });
+  }
+  ~SilentPeer() {
+    stop = true;
+    reader.join();
+  }
+};
 
 double seconds_since(TimePoint start) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
 
@@ -313,9 +372,10 @@ TEST_CASE("All donors dead: a clear error within the deadline", "[net][avg][stat
   CHECK_THAT(got.status().message(), Contains(a.address().to_string()));
   CHECK(took < 1.0 + 3.0);  // both asked at once: one request timeout
 
-  // A deadline shorter than the request timeout ends the wait at the deadline.
+  // A deadline shorter than the request and probe timeouts ends the wait at the deadline.
   auto impatient = options_for(3, 1000);
   impatient.request_timeout = 30s;
+  impatient.probe_timeout = 30s;
   start = std::chrono::steady_clock::now();
   got = download_state(*joiner.client, {a.info(), b.info()}, impatient, Deadline::after(1500ms));
   took = seconds_since(start);
@@ -413,4 +473,87 @@ TEST_CASE("A donor that moves on midway keeps serving the epoch the download sta
   CHECK(refused.status().code() == Code::kNotFound);
   CHECK_THAT(refused.status().message(), Contains("epoch 10 is not held here (serving epoch 11)"));
   CHECK(donor.state->stats().refused_epoch == 1);
+}
+
+TEST_CASE("Dead donors ranked first: a joiner still downloads from a live one within a bound", "[net][avg][state]") {
+  auto swarm = test::quiet_swarm(2);
+  zmq::context_t context;
+  auto swarm_state = make_state(30, 30), lost_state = make_state(31, 31);
+  Donor live(context, swarm_state);
+  advertise(*swarm, 0, live.info());
+
+  // Four peers that advertised a newer epoch just before they died, so that they rank first: two crashed
+  // processes (their ports closed), one frozen process (TCP accepts, nothing reads) and one peer whose
+  // ZeroMQ socket takes requests and never answers.
+  Donor crashed_a(context, lost_state), crashed_b(context, lost_state);
+  FrozenListener frozen;
+  SilentPeer silent(context);
+  std::vector<DonorInfo> dead{crashed_a.info(), crashed_b.info(), crashed_a.info(), crashed_a.info()};
+  dead[2].address = net::PeerAddress{frozen.endpoint, crypto::Identity::generate().peer_id()};
+  dead[3].address = net::PeerAddress{silent.endpoint, crypto::Identity::generate().peer_id()};
+  for (const auto& d : dead) advertise(*swarm, 1, d);
+  crashed_a.kill();
+  crashed_b.kill();
+  auto listed = list_donors(swarm->node(0), "run1", Deadline::after(10s));
+  REQUIRE(listed.is_ok());
+  REQUIRE(listed->size() == 5);
+  std::mt19937_64 rng(1);
+  CHECK(rank_donors(*listed, rng).back().address.endpoint == live.server->endpoint());
+
+  // As the trainer downloads: one donor for the transfer, the default 10 s request timeout, which the old
+  // download spent on each dead donor in turn. The bound is well under one request timeout.
+  constexpr double kBound = 3.0;
+  auto options = options_for(1, 1000);
+  options.request_timeout = DownloadOptions{}.request_timeout;
+  REQUIRE(options.request_timeout >= 10s);
+  auto start = std::chrono::steady_clock::now();
+  auto got = download_state(swarm->node(0), *joiner_client(context), options, Deadline::after(25s));
+  double took = seconds_since(start);
+  REQUIRE(got.is_ok());
+  CHECK(took < kBound);
+  CHECK(got->state.epoch() == 30);
+  CHECK(same_bits(got->state.flat(), swarm_state->flat()));
+  CHECK(live.state->stats().parts == (swarm_state->total_elements() + 999) / 1000);
+  // Only the live donor was asked for the state; every dead one was probed once, failed and was passed over.
+  REQUIRE(got->donors.size() == 1);
+  CHECK(got->donors[0].address == live.address().to_string());
+  std::set<std::string> passed_over;
+  for (const auto& use : got->passed_over) {
+    CHECK_FALSE(use.failure.is_ok());
+    passed_over.insert(use.address);
+  }
+  CHECK(got->passed_over.size() == 4);
+  CHECK(passed_over.size() == 4);
+  CHECK(silent.requests == 1);
+
+  // Probing two at a time, the live donor is reached in the third round: every listed donor is eligible
+  // once the first choices fail, and the wait grows by one probe timeout per round, not a request timeout.
+  auto narrow = options;
+  narrow.probe_fanout = 2;
+  start = std::chrono::steady_clock::now();
+  got = download_state(swarm->node(0), *joiner_client(context), narrow, Deadline::after(25s));
+  took = seconds_since(start);
+  REQUIRE(got.is_ok());
+  CHECK(got->state.epoch() == 30);
+  CHECK(took < 2 * std::chrono::duration<double>(narrow.probe_timeout).count() + kBound);
+  CHECK(silent.requests == 2);
+}
+
+TEST_CASE("No donor reachable: kUnavailable (retry later), not kNotFound (nobody listed)", "[net][avg][state]") {
+  zmq::context_t context;
+  FrozenListener frozen;
+  SilentPeer silent(context);
+  DonorInfo a, b;
+  a.address.endpoint = frozen.endpoint;
+  b.address.endpoint = silent.endpoint;
+  a.epoch = b.epoch = 9;
+  auto options = options_for(1, 1000);
+  options.request_timeout = 10s;
+  auto start = std::chrono::steady_clock::now();
+  auto got = download_state(*joiner_client(context), {a, b}, options, Deadline::after(25s));
+  double took = seconds_since(start);
+  REQUIRE_FALSE(got.is_ok());
+  CHECK(got.status().code() == Code::kUnavailable);
+  CHECK_THAT(got.status().message(), Contains("no donor reachable"));
+  CHECK(took < 3.0);  // one probe timeout, not a request timeout
 }

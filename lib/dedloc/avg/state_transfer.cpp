@@ -321,22 +321,28 @@ class Downloader {
     if (status.is_ok()) status = fetch();
     release();
     DEDLOC_RETURN_IF_ERROR(status);
-    DownloadedState out{std::move(state_), {}};
+    DownloadedState out{std::move(state_), {}, {}};
     for (size_t i : asked_) {
       const Donor& d = donors_[i];
-      out.donors.push_back({d.label, d.description ? d.description->epoch : 0, d.parts, d.elements, d.failure});
+      DonorUse use{d.label, d.description ? d.description->epoch : 0, d.parts, d.elements, d.failure};
+      (d.requested ? out.donors : out.passed_over).push_back(std::move(use));
     }
     return out;
   }
 
  private:
-  enum class Stage { kUntried, kAsked, kDescribed, kActive, kReleased, kFailed };
+  // kUntried -> kProbing -> kLive (answered a probe) -> kAsked -> kDescribed -> kActive or kReleased; a live
+  // spare goes from kLive to kActive directly. Any of them -> kFailed, never asked again.
+  enum class Stage { kUntried, kProbing, kLive, kAsked, kDescribed, kActive, kReleased, kFailed };
+  enum class Kind { kProbe, kDescription, kPart };
   struct Donor {
     DonorInfo info;
     std::string label;
     Stage stage = Stage::kUntried;
-    bool asked = false;
-    bool slot = false;  // it may hold a slot for us: tell it "done" at the end
+    bool asked = false;       // sent anything, a probe included
+    bool requested = false;   // asked for the state (a description or a part), not only probed
+    bool slot = false;        // it may hold a slot for us: tell it "done" at the end
+    std::optional<std::uint64_t> live_epoch;  // the epoch its probe answered with
     std::optional<wire::AvgStateReply> description;
     size_t in_flight = 0;
     std::uint64_t parts = 0, elements = 0;
@@ -344,7 +350,8 @@ class Downloader {
   };
   struct Pending {
     size_t donor = 0;
-    std::optional<size_t> part;  // none: a description
+    Kind kind = Kind::kPart;
+    size_t part = 0;  // for kPart
   };
   struct Outcome {
     std::uint64_t token = 0;
@@ -352,42 +359,62 @@ class Downloader {
   };
   using Queue = BlockingQueue<Outcome>;
 
-  void send(size_t donor, const wire::AvgStateRequest& request, std::optional<size_t> part) {
+  void send(size_t donor, const wire::AvgStateRequest& request, Kind kind, size_t part = 0) {
     Donor& d = donors_[donor];
     if (!d.asked) asked_.push_back(donor);
     d.asked = true;
-    d.slot = true;
+    if (kind != Kind::kProbe) d.requested = d.slot = true;  // a probe ("done") takes no slot
     ++d.in_flight;
     std::uint64_t token = ++tokens_;
-    pending_[token] = {donor, part};
-    Deadline call_deadline = Deadline::after(std::min(options_.request_timeout, deadline_.remaining()));
+    pending_[token] = {donor, kind, part};
+    const Duration timeout = kind == Kind::kProbe ? std::min(options_.probe_timeout, options_.request_timeout)
+                                                  : options_.request_timeout;
+    Deadline call_deadline = Deadline::after(std::min(timeout, deadline_.remaining()));
     client_.call(d.info.address.endpoint, net::Outgoing::of(request), call_deadline,
                  [queue = queue_, token](Result<net::Incoming>&& reply) { queue->push(Outcome{token, std::move(reply)}); });
   }
 
-  // The next outcome of ours, or nullopt when the deadline passed first. Outcomes of requests already
-  // written off (their donor failed) are skipped.
-  std::optional<std::pair<Pending, Result<net::Incoming>>> next_outcome() {
+  size_t in_flight(Kind kind) const {
+    size_t n = 0;
+    for (const auto& [token, p] : pending_) n += p.kind == kind;
+    return n;
+  }
+  bool requests_in_flight() const { return pending_.size() > in_flight(Kind::kProbe); }
+  bool untried_left() const {
+    return std::any_of(donors_.begin(), donors_.end(), [](const Donor& d) { return d.stage == Stage::kUntried; });
+  }
+
+  // The next outcome of ours, or nullopt when `until` passed first. Outcomes of requests already written off
+  // (their donor failed) are skipped; a probe's outcome is taken here (its donor is live or failed) and
+  // returned too, so that a caller waiting for live donors sees it.
+  std::optional<std::pair<Pending, Result<net::Incoming>>> next_outcome(Deadline until) {
     while (!pending_.empty()) {
-      auto outcome = queue_->pop(Deadline{deadline_.at + kOutcomeSlack});
+      auto outcome = queue_->pop(until);
       if (!outcome) return std::nullopt;
       auto it = pending_.find(outcome->token);
       if (it == pending_.end()) continue;
       Pending p = it->second;
       pending_.erase(it);
       --donors_[p.donor].in_flight;
+      if (p.kind == Kind::kProbe) {
+        Status ok = take_probe(p.donor, outcome->reply);
+        if (!ok.is_ok()) fail(p.donor, ok, outcome->reply);
+      }
       return std::make_pair(p, std::move(outcome->reply));
     }
     return std::nullopt;
   }
+  Deadline outcome_deadline() const { return Deadline{deadline_.at + kOutcomeSlack}; }
 
   // Drops a donor after `why`, the outcome of a request whose reply was `reply`.
   void fail(size_t donor, Status why, const Result<net::Incoming>& reply) {
     Donor& d = donors_[donor];
     const Code code = reply.status().code();
     const bool declined = code == Code::kRefused || code == Code::kNotFound;  // busy, or moved on: expected
-    Logger::Line(options_.log, declined ? LogLevel::kInfo : LogLevel::kWarning, kLog)
-        << "dropping donor " << d.label << ": " << why.to_string();
+    // A dead donor's advert outlives it: passing it over after a probe is routine in a churning swarm.
+    const bool probed = d.stage == Stage::kProbing;
+    Logger::Line(options_.log, declined || probed ? LogLevel::kInfo : LogLevel::kWarning, kLog)
+        << (probed ? "passing over donor " : "dropping donor ") << d.label << ": " << why.to_string();
     if (declined) d.slot = false;  // it said no: it kept no slot for us
     d.stage = Stage::kFailed;
     d.failure = std::move(why);
@@ -396,7 +423,7 @@ class Downloader {
         ++it;
         continue;
       }
-      if (it->second.part) queue_parts_.push_front(*it->second.part);
+      if (it->second.kind == Kind::kPart) queue_parts_.push_front(it->second.part);
       it = pending_.erase(it);
     }
     d.in_flight = 0;
@@ -411,40 +438,112 @@ class Downloader {
     return {};
   }
 
-  // Step 2: descriptions from up to K donors (more when some fail), newest advertised epochs first.
-  Status describe() {
-    std::optional<std::uint64_t> best;
+  // Step 2: probes untried donors in rank order, probe_fanout at once, a new one as each answers or fails,
+  // until `want` donors answered at the newest epoch answered with no probe still out ranked ahead of them
+  // (looking for a spare at `epoch`: one donor there), or a probe timeout after the search began with a
+  // live donor found, or nobody is left to probe. An error only when the deadline passed.
+  Status find_live(size_t want, std::optional<std::uint64_t> epoch) {
+    const Deadline patience = Deadline::after(std::min(options_.probe_timeout, options_.request_timeout));
     size_t next = 0;
     for (;;) {
+      size_t probing = in_flight(Kind::kProbe);
+      for (; next < donors_.size() && probing < options_.probe_fanout; ++next) {
+        if (donors_[next].stage != Stage::kUntried) continue;
+        wire::AvgStateRequest probe;
+        probe.key = options_.run_id;
+        probe.codec = static_cast<std::uint64_t>(options_.codec);
+        probe.done = true;  // answered with the donor's epoch, schema hash and load; takes no slot
+        send(next, probe, Kind::kProbe);
+        donors_[next].stage = Stage::kProbing;
+        ++probing;
+      }
+      if (probing == 0) return {};
+      // The live donors worth having: at the newest epoch answered (or the one asked for).
+      std::optional<std::uint64_t> best = epoch;
+      for (const auto& d : donors_) {
+        if (!epoch && d.stage == Stage::kLive && (!best || *d.live_epoch > *best)) best = d.live_epoch;
+      }
+      // Enough when `want` of them have no donor still being probed ranked ahead: a better-ranked donor is
+      // waited for (its rank says why: a newer epoch, less load, its owner's priority), at most a probe
+      // timeout. Looking for a spare at a known epoch, any live donor there will do.
+      size_t live = 0, unblocked = 0;
+      bool probing_ahead = false;
+      for (const auto& d : donors_) {
+        if (d.stage == Stage::kProbing) probing_ahead = true;
+        if (d.stage != Stage::kLive || d.live_epoch != best) continue;
+        ++live;
+        if (!probing_ahead) ++unblocked;
+      }
+      if (unblocked >= want || (epoch && live > 0)) return {};
+      if (live > 0 && patience.passed()) return {};
+      Deadline until = outcome_deadline();
+      if (live > 0 && patience.at < until.at) until = patience;
+      if (!next_outcome(until) && !(live > 0 && patience.passed())) return give_up("while probing donors");
+    }
+  }
+
+  Status take_probe(size_t donor, const Result<net::Incoming>& reply) {
+    if (!reply) return reply.status();
+    Donor& d = donors_[donor];
+    DEDLOC_RETURN_IF_ERROR(check_sender(d, *reply));
+    auto m = reply->decode<wire::AvgStateReply>();
+    if (!m) return m.status();
+    if (m->key != options_.run_id) return error(Code::kMalformed, "the donor answered for another run");
+    if (options_.expected_schema && m->schema_hash != *options_.expected_schema) {
+      return error(Code::kRefused, "a state of another schema (" + short_hash(m->schema_hash) + ", ours is " +
+                                       short_hash(*options_.expected_schema) + ")");
+    }
+    d.live_epoch = m->epoch;
+    d.stage = Stage::kLive;
+    return {};
+  }
+
+  // The newest epoch of the donors described so far.
+  std::optional<std::uint64_t> described_epoch() const {
+    std::optional<std::uint64_t> best;
+    for (const auto& d : donors_) {
+      if (d.stage == Stage::kDescribed && (!best || d.description->epoch > *best)) best = d.description->epoch;
+    }
+    return best;
+  }
+
+  // Step 3: descriptions from up to K live donors (more when some fail), the newest answered epoch first.
+  Status describe() {
+    for (;;) {
+      const std::optional<std::uint64_t> best = described_epoch();
       size_t good = 0;
-      for (const auto& d : donors_) good += d.stage == Stage::kDescribed && best && d.description->epoch == *best;
+      for (const auto& d : donors_) good += d.stage == Stage::kDescribed && d.description->epoch == *best;
       if (good >= options_.max_donors) break;
+      // The live donors at the newest epoch they answered with; older ones would only hold their slots.
+      std::optional<std::uint64_t> newest;
+      for (const auto& d : donors_) {
+        if (d.stage == Stage::kLive && (!newest || *d.live_epoch > *newest)) newest = d.live_epoch;
+      }
       size_t batch = 0;
-      while (batch < options_.max_donors - good && next < donors_.size()) {
-        const DonorInfo& info = donors_[next].info;
-        // The rest advertise older epochs: asking them would only hold their slots (an advert is refreshed
-        // when its donor's epoch changes, so it is rarely stale for long).
-        if (best && info.expiration > 0 && info.epoch < *best) break;
+      for (size_t i = 0; i < donors_.size() && batch < options_.max_donors - good && newest && (!best || *newest >= *best); ++i) {
+        if (donors_[i].stage != Stage::kLive || *donors_[i].live_epoch != *newest) continue;
         wire::AvgStateRequest request;
         request.key = options_.run_id;
         request.codec = static_cast<std::uint64_t>(options_.codec);
         request.describe = true;
-        send(next, request, std::nullopt);
-        donors_[next].stage = Stage::kAsked;
-        ++next, ++batch;
+        send(i, request, Kind::kDescription);
+        donors_[i].stage = Stage::kAsked;
+        ++batch;
       }
-      if (batch == 0) break;
-      while (!pending_.empty()) {
-        auto outcome = next_outcome();
+      if (batch == 0) {
+        // Nobody live to ask: probe more donors, unless we have a state to download already.
+        if (good > 0 || (!untried_left() && in_flight(Kind::kProbe) == 0)) break;
+        DEDLOC_RETURN_IF_ERROR(find_live(options_.max_donors - good, std::nullopt));
+        if (std::none_of(donors_.begin(), donors_.end(), [](const Donor& d) { return d.stage == Stage::kLive; })) break;
+        continue;
+      }
+      while (requests_in_flight()) {
+        auto outcome = next_outcome(outcome_deadline());
         if (!outcome) return give_up("while asking donors to describe their state");
         auto& [p, reply] = *outcome;
+        if (p.kind != Kind::kDescription) continue;  // a late probe: taken already
         Status ok = take_description(p.donor, reply);
-        if (!ok.is_ok()) {
-          fail(p.donor, ok, reply);
-          continue;
-        }
-        std::uint64_t epoch = donors_[p.donor].description->epoch;
-        if (!best || epoch > *best) best = epoch;
+        if (!ok.is_ok()) fail(p.donor, ok, reply);
       }
     }
     return {};
@@ -469,7 +568,7 @@ class Downloader {
     return {};
   }
 
-  // Step 2, the choice: the newest epoch, one schema; the state to fill in.
+  // Step 3, the choice: the newest epoch, one schema; the state to fill in.
   Status choose() {
     std::vector<size_t> described;
     for (size_t i = 0; i < donors_.size(); ++i) {
@@ -506,7 +605,7 @@ class Downloader {
     return {};
   }
 
-  // Steps 3 and 4: the parts, striped over the active donors.
+  // Steps 4 and 5: the parts, striped over the active donors.
   Status fetch() {
     const std::uint64_t total = state_.total_elements();
     const std::uint64_t part = options_.part_elements;
@@ -517,11 +616,15 @@ class Downloader {
       size_t active = 0;
       for (const auto& d : donors_) active += d.stage == Stage::kActive;
       for (size_t i = 0; i < donors_.size() && active < options_.max_donors; ++i) {
-        const Donor& d = donors_[i];
-        // A spare: its first part tells whether it has our epoch. One advertised at an older epoch has not.
-        if (d.stage != Stage::kUntried || (d.info.expiration > 0 && d.info.epoch < epoch_)) continue;
-        donors_[i].stage = Stage::kActive;
+        // A live spare that answered its probe at our epoch; its first part tells whether it still has it.
+        Donor& d = donors_[i];
+        if (d.stage != Stage::kLive || *d.live_epoch != epoch_) continue;
+        d.stage = Stage::kActive;
         ++active;
+      }
+      if (active == 0 && (untried_left() || in_flight(Kind::kProbe) > 0)) {
+        DEDLOC_RETURN_IF_ERROR(find_live(1, epoch_));  // every donor at hand failed: look further
+        continue;
       }
       for (size_t i = 0; i < donors_.size() && !queue_parts_.empty(); ++i) {
         Donor& d = donors_[i];
@@ -534,21 +637,22 @@ class Downloader {
           request.offset = index * part;
           request.length = std::min(part, total - request.offset);
           request.codec = static_cast<std::uint64_t>(options_.codec);
-          send(i, request, index);
+          send(i, request, Kind::kPart, index);
         }
       }
-      if (pending_.empty()) {
+      if (!requests_in_flight()) {
         return no_donor(" for the rest of the state (" + std::to_string(parts - done) + " of " +
                         std::to_string(parts) + " parts missing)");
       }
-      auto outcome = next_outcome();
+      auto outcome = next_outcome(outcome_deadline());
       if (!outcome) return give_up("with " + std::to_string(parts - done) + " of " + std::to_string(parts) + " parts missing");
       auto& [p, reply] = *outcome;
-      Status ok = take_part(p.donor, *p.part, reply);
+      if (p.kind != Kind::kPart) continue;  // a late probe: taken already
+      Status ok = take_part(p.donor, p.part, reply);
       if (ok.is_ok()) {
         ++done;
       } else {
-        queue_parts_.push_front(*p.part);
+        queue_parts_.push_front(p.part);
         fail(p.donor, ok, reply);
       }
     }
@@ -588,7 +692,7 @@ class Downloader {
                  [](Result<net::Incoming>&&) {});
   }
 
-  // Step 5 (also for donors we dropped: one that answered wrongly may still hold a slot for us).
+  // Step 6 (also for donors we dropped: one that answered wrongly may still hold a slot for us).
   void release() {
     for (auto& d : donors_) notify_done(d);
   }
@@ -639,8 +743,8 @@ Result<DownloadedState> download_state(net::Client& client, std::vector<DonorInf
     return error(Code::kInvalidArgument, "state download: the run id must have 1 to " +
                                              std::to_string(wire::kMaxStateKeyBytes) + " bytes");
   }
-  if (options.max_donors == 0 || options.window == 0) {
-    return error(Code::kInvalidArgument, "state download: max_donors and window must be at least 1");
+  if (options.max_donors == 0 || options.window == 0 || options.probe_fanout == 0) {
+    return error(Code::kInvalidArgument, "state download: max_donors, window and probe_fanout must be at least 1");
   }
   if (options.part_elements == 0 || options.part_elements > wire::kMaxStatePartElements) {
     return error(Code::kInvalidArgument, "state download: part_elements must be 1 to " +

@@ -16,16 +16,28 @@
 //      refreshing its advert, which lingers until its TTL runs out); then the newest advertised epoch, the
 //      least loaded, the owner's priority, the most recently refreshed, ties in random order (joiners with
 //      the same list do not all pick the same donors);
-//   2. ask up to `max_donors` of them at once to describe their state (epoch, schema hash, tensor names
-//      and shapes, metadata); take the newest epoch E among the answers; donors at E must agree on the
-//      schema hash ("donors disagree on schema" otherwise), older ones are released at once;
-//   3. cut the flattened tensors into parts of `part_elements` (a few MiB) and fetch them from the donors
+//   2. probe them for liveness, `probe_fanout` at once in rank order, a new one as each probe fails: a probe
+//      is the "done" request (it takes no slot; every donor answers it with its current epoch, schema hash
+//      and load), dropped after `probe_timeout`. Probing stops when the best-ranked donors not yet failed
+//      answered, enough of them (max_donors) at the newest epoch answered, or a probe timeout after it began
+//      with a live donor found, or when nobody is left to probe. A dead donor thus costs one short probe,
+//      shared with the others in flight, never a long request: the time to reach a live donor does not
+//      grow with the dead records ranked ahead of it (up to probe_fanout of them; beyond that, one probe
+//      timeout per probe_fanout more);
+//   3. ask up to `max_donors` of the live ones (newest answered epoch first, then rank) to describe their
+//      state (epoch, schema hash, tensor names and shapes, metadata); take the newest epoch E among the
+//      answers; donors at E must agree on the schema hash ("donors disagree on schema" otherwise), older
+//      ones are released at once;
+//   4. cut the flattened tensors into parts of `part_elements` (a few MiB) and fetch them from the donors
 //      at E, `window` requests in flight per donor, each request naming E; every reply is checked (epoch,
 //      schema, stripe, codec, size, the donor's identity) and decoded straight into place;
-//   4. a donor that fails a request (silent past `request_timeout`, refused, gone to another epoch,
-//      garbled) is dropped: its parts go back to the queue and an untried donor takes its place;
-//   5. at the end every donor used is told "done", freeing its slot.
-// Every wait is bounded by the request timeout and the caller's deadline.
+//   5. a donor that fails a request (silent past `request_timeout`, refused, gone to another epoch,
+//      garbled) is dropped: its parts go back to the queue and a live spare at E takes its place (when
+//      none is left, more donors are probed);
+//   6. at the end every donor used is told "done", freeing its slot.
+// A donor that failed (a probe or a request) is not asked again in the same download; every listed donor
+// stays eligible until it fails.
+// Every wait is bounded by the request timeout (a probe's by the probe timeout) and the caller's deadline.
 //
 // Stripes from different donors at the same epoch are combined: after the same all-reduce, peers at one
 // epoch hold the same parameters (up to float rounding); a state where that is not so (e.g. unaveraged
@@ -33,7 +45,8 @@
 //
 // Threads: StateServer's handler runs on the RPC server's loop thread and never blocks; set_state() and
 // stats() may be called from any thread. download_state() runs on the caller's thread (the client's loop
-// only queues the replies) and may run on several threads at once.
+// only queues the replies) and may run on several threads at once (but donors count downloaders by peer
+// id: downloads through one client share a slot at each donor, and one's "done" or probe frees it).
 #pragma once
 
 #include <cstdint>
@@ -99,7 +112,7 @@ Result<DonorInfo> parse_donor(const dht::FoundEntry& entry);
 // Registers the schema of donor records ("_donors") with a node's validator (before node.start()).
 void add_donor_schema(dht::RecordValidator& validator);
 
-// The order a download asks donors in (see step 1 above); `rng` breaks ties.
+// The order a download probes donors in (see step 1 above); `rng` breaks ties.
 std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_64& rng);
 
 // ---- Serving ----
@@ -162,6 +175,9 @@ struct DownloadOptions {
   std::uint64_t part_elements = std::uint64_t{1} << 20;  // elements per request (4 MiB of float32)
   Codec codec = Codec::kNone;                          // lossy codecs trade accuracy for bandwidth
   Duration request_timeout = std::chrono::seconds(10);  // a donor silent this long on one request is dropped
+  size_t probe_fanout = 8;                             // liveness probes in flight at once (step 2)
+  Duration probe_timeout = std::chrono::seconds(1);    // a donor silent this long on a probe is passed over
+                                                       // (a probe is answered at once on the donor's loop)
   std::optional<Bytes> expected_schema;                // our model's schema hash: skip donors of other models
   std::vector<std::string> exclude;                    // endpoints never asked (our own server's)
   std::uint64_t seed = 0;                              // order among equally good donors; 0: random
@@ -179,19 +195,24 @@ struct DonorUse {
 
 struct DownloadedState {
   TrainingState state;
-  std::vector<DonorUse> donors;  // every donor asked, in the order first asked
+  std::vector<DonorUse> donors;       // every donor asked for the state, in the order first asked
+  std::vector<DonorUse> passed_over;  // donors only probed: those that failed the probe (dead, silent, of
+                                      // another model), and live spares never needed (failure ok)
 };
 
 // Downloads the newest state of `options.run_id` from `donors` (see the protocol above). Errors:
-//   kNotFound     no donors to ask
-//   kUnavailable  "no donor reachable: ..." (each donor's reason), also when the donors that served the
-//                 epoch all failed before the last part
+//   kNotFound     no donors to ask: nobody is listed (the first peer of a run starts from its own state)
+//   kUnavailable  "no donor reachable: ..." (each donor's reason): donors are listed but none answered
+//                 (dead, busy, of another model), or the donors that served the epoch all failed before
+//                 the last part. The swarm may well be ahead: try again later, with backoff (dead donors'
+//                 adverts run out with their TTL, live ones free their slots)
 //   kRefused      "donors disagree on schema at epoch E: ..."
-//   kTimeout      `deadline` passed first
+//   kTimeout      `deadline` passed first (like kUnavailable: worth another try later)
 Result<DownloadedState> download_state(net::Client& client, std::vector<DonorInfo> donors,
                                        const DownloadOptions& options, Deadline deadline);
 
-// The same with the donors listed in the DHT under donors_key(options.run_id).
+// The same with the donors listed in the DHT under donors_key(options.run_id); the DHT's own error (with
+// context) when the listing fails.
 Result<DownloadedState> download_state(dht::Node& node, net::Client& client, const DownloadOptions& options,
                                        Deadline deadline);
 
