@@ -119,6 +119,31 @@ TEST_CASE("A request to a silent peer times out within its deadline (+10%)", "[n
   }
 }
 
+TEST_CASE("cancel_pending fails the calls in flight at once and leaves the client usable", "[net][rpc][faults]") {
+  zmq::context_t context;
+  Server silent(context, {});
+  silent.handle(wire::MessageType::kPing, [](Incoming&&, Replier) { /* never answers */ });
+  REQUIRE(silent.start().is_ok());
+  Server answering(context, {});
+  answering.handle(wire::MessageType::kPing, [](Incoming&&, Replier replier) { replier.reply(wire::Pong{1, 1}); });
+  REQUIRE(answering.start().is_ok());
+  Client client(context, {});
+  auto first = client.call(silent.endpoint(), Outgoing::of(wire::Ping{1}), Deadline::after(30s));
+  auto second = client.call(silent.endpoint(), Outgoing::of(wire::Ping{1}), Deadline::after(30s));
+  std::this_thread::sleep_for(100ms);  // both sent
+  auto start = std::chrono::steady_clock::now();
+  client.cancel_pending();
+  for (auto* call : {&first, &second}) {
+    auto reply = call->wait();
+    REQUIRE_FALSE(reply.is_ok());
+    CHECK(reply.status().code() == Code::kCancelled);
+  }
+  CHECK(elapsed_ms(start) < 500);
+  // Later calls are not affected.
+  auto after = client.call(answering.endpoint(), Outgoing::of(wire::Ping{1}), Deadline::after(5s)).wait();
+  CHECK(after.is_ok());
+}
+
 TEST_CASE("Random bytes, truncated frames and a wrong version get clear errors and others are still served",
           "[net][rpc][faults]") {
   zmq::context_t context;

@@ -21,7 +21,7 @@ std::string log_level() {
 
 }  // namespace
 
-std::optional<TrainerProcess> TrainerProcess::start(const std::string& name, const TrainerArgs& args) {
+std::vector<std::string> trainer_command(const TrainerArgs& args) {
   const std::string recipe = args.recipe.starts_with("/") ? args.recipe : source_path(args.recipe);
   std::vector<std::string> argv = args.launcher;
   const std::string any_port = "tcp://" + args.host + ":0";
@@ -35,8 +35,11 @@ std::optional<TrainerProcess> TrainerProcess::start(const std::string& name, con
   if (args.max_time > 0) argv.insert(argv.end(), {"--max-time", std::to_string(args.max_time)});
   if (!args.checkpoint_dir.empty()) argv.insert(argv.end(), {"--checkpoint-dir", args.checkpoint_dir});
   argv.insert(argv.end(), args.extra.begin(), args.extra.end());
+  return argv;
+}
 
-  TrainerProcess trainer(name, ChildProcess::spawn(argv));
+std::optional<TrainerProcess> TrainerProcess::start(const std::string& name, const TrainerArgs& args) {
+  TrainerProcess trainer(name, ChildProcess::spawn(trainer_command(args)));
   bool ready = false;
   while (!ready) {
     // A joining peer downloads the state first (its own deadline: 120 s, with a dead donor to skip).

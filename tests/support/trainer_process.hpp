@@ -26,6 +26,9 @@ struct TrainerArgs {
   std::string host = "127.0.0.1";     // the address its servers bind
 };
 
+// The dedloc-train command line for `args` (for a test that follows a peer that never gets to its ready line).
+std::vector<std::string> trainer_command(const TrainerArgs& args);
+
 class TrainerProcess {
  public:
   // Starts dedloc-train and reads up to its ready line (150 s at most; events a joining peer reports before

@@ -14,6 +14,7 @@
 #include "dedloc/collab/progress.hpp"
 #include "dedloc/core/blas.hpp"
 #include "dedloc/core/memory.hpp"
+#include "dedloc/core/wait_breaker.hpp"
 #include "dedloc/dht/node.hpp"
 #include "dedloc/train/torch_errors.hpp"
 #include "dedloc/train/trainer.hpp"
@@ -78,6 +79,12 @@ Status check_flags(const SessionOptions& o, const std::vector<net::PeerAddress>&
   return Status();
 }
 
+// A shutdown signal before training began: nothing to save, our records (if any) already withdrawn.
+int interrupted(Logger& log, std::string_view while_doing) {
+  log.info("train") << "interrupted while " << while_doing << ": leaving";
+  return cli::kExitInterrupted;
+}
+
 }  // namespace
 
 int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
@@ -129,9 +136,13 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   add_schemas(node.validator());
   if (auto started = node.start(); !started.is_ok()) return cli::report_failure(kTool, started);
   if (!peers->empty()) {
-    if (auto joined = node.bootstrap(*peers, Deadline::after(std::chrono::seconds(15))); !joined.is_ok()) {
-      return cli::report_failure(kTool, joined.with_context("joining the swarm through --initial-peers"));
+    Status joined;
+    {
+      WaitBreaker breaker(cli::shutdown_requested, [&node] { node.cancel_bootstrap(); });
+      joined = node.bootstrap(*peers, Deadline::after(std::chrono::seconds(15)));
     }
+    if (cli::shutdown_requested()) return interrupted(log, "joining the swarm");
+    if (!joined.is_ok()) return cli::report_failure(kTool, joined.with_context("joining the swarm through --initial-peers"));
   }
 
   auto task_context = train::task_context(
@@ -161,7 +172,10 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
     }
     log.info("train") << "resumed at epoch " << trainer->epoch() << " from " << o.checkpoint_dir;
   }
-  if (auto started = trainer->start(); !started.is_ok()) return cli::report_failure(kTool, started);
+  if (auto started = trainer->start(cli::shutdown_requested); !started.is_ok()) {
+    if (cli::shutdown_requested()) return interrupted(log, "catching up with the swarm");
+    return cli::report_failure(kTool, started);
+  }
   cli::ReadyLine ready{"train", node.id(), {}, {{"run_id", run_id}, {"model", t.describe()}}};
   if (!o.client_mode) ready.endpoints.push_back(node.address().to_string());
   ready.print();

@@ -57,6 +57,12 @@ Averager::~Averager() {
 
 Status Averager::start() { return server_->start(); }
 
+void Averager::interrupt() {
+  matchmaker_->stop();
+  all_reduce_->stop();
+  client_->cancel_pending();
+}
+
 std::string Averager::endpoint() const { return server_->endpoint(); }
 
 std::string averager_in_process_endpoint(const crypto::PeerId& self) {

@@ -90,6 +90,12 @@ class Averager {
   // the background, so that its members are not left waiting out their sender timeout for us.
   void withdraw();
 
+  // For a peer shutting down (from any thread, also while step() or a download on client() waits on
+  // another): matchmaking in progress and every later search end with kCancelled, an all-reduce in
+  // progress gives up, and our RPCs in flight fail at once (net::Client::cancel_pending; calls made later
+  // are not affected, so call it again while something may still be waiting). Idempotent.
+  void interrupt();
+
   std::string endpoint() const;
   // Where others dial our averaging server: --announce, or the bound endpoint with a wildcard host replaced
   // by the host our DHT node advertises. Empty for clients.

@@ -591,6 +591,12 @@ size_t Node::republish(Deadline deadline) {
 // ---------------------------------------------------------------------------------------------------------
 // Joining
 
+void Node::cancel_bootstrap() {
+  bootstrap_cancelled_.store(true);
+  std::lock_guard lock(maintenance_mutex_);  // stop() resets the client under the same flag's guard
+  if (!stopping_.load() && client_) client_->cancel_pending();
+}
+
 Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline deadline) {
   if (!client_) return error(Code::kUnavailable, "the DHT node is not started");
   if (peers.empty()) return Status::ok();  // the first node of a new swarm
@@ -606,7 +612,8 @@ Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline dead
   size_t skewed = 0;
   // Pings in rounds of rpc_timeout until one peer answers or the caller's deadline passes: a busy or
   // just-started initial peer may miss one round.
-  while (answered.empty() && !deadline.passed()) {
+  auto cancelled = [this] { return bootstrap_cancelled_.load(); };
+  while (answered.empty() && !deadline.passed() && !cancelled()) {
     Deadline round{std::min(deadline.at, Deadline::after(options_.rpc_timeout).at)};
     size_t sent = 0;
     for (size_t i = 0; i < peers.size(); ++i) {
@@ -651,8 +658,9 @@ Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline dead
       problem[i].clear();
       answered.push_back(Contact{who, peer.endpoint, now()});
     }
-    if (answered.empty()) std::this_thread::sleep_until(round.at);  // failures can be instant: no busy loop
+    if (answered.empty() && !cancelled()) std::this_thread::sleep_until(round.at);  // failures can be instant: no busy loop
   }
+  if (cancelled()) return error(Code::kCancelled, "joining was interrupted");
   std::vector<std::string> problems;
   for (size_t i = 0; i < peers.size(); ++i) {
     if (!problem[i].empty()) problems.push_back(peers[i].to_string() + ": " + problem[i]);
@@ -690,6 +698,7 @@ Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline dead
                        "relay (dedloc-relay), or pass --announce with an address others can dial");
     }
   }
+  if (cancelled()) return error(Code::kCancelled, "joining was interrupted");
   // Looking up our own id fills the table with our neighbourhood and tells our neighbours about us.
   replica_set(id(), deadline);
   {

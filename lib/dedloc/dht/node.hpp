@@ -129,6 +129,9 @@ class Node {
   // of them to dial us back (unless in client mode), then looks up our own id to fill the routing table.
   // Errors say what to do: no peer answered, clocks differ, or nobody can reach us (client mode or a relay).
   Status bootstrap(const std::vector<net::PeerAddress>& peers, Deadline deadline);
+  // For a process told to stop while it joins (another thread): bootstrap() in progress, and any later
+  // one, return kCancelled at once, and our RPCs in flight fail (net::Client::cancel_pending). Thread-safe.
+  void cancel_bootstrap();
 
   // Stores `value` under `key_name` (and `subkey`) until `expiration` (unix seconds) on the `replicas` nodes
   // nearest to the key, ourselves included when we are among them. The lookup stores as it goes (each store
@@ -228,6 +231,7 @@ class Node {
   std::mutex maintenance_mutex_;
   std::condition_variable maintenance_wake_;
   bool revocations_due_ = true;  // under maintenance_mutex_: read the revocation list now (at start, once joined)
+  std::atomic<bool> bootstrap_cancelled_{false};  // cancel_bootstrap()
   std::atomic<bool> stopping_{false};  // lookups and republishing give up early once set
   std::thread maintenance_;
   std::thread revocation_watch_;

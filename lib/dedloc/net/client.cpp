@@ -30,6 +30,10 @@ class ClientLoop {
     stopping_.store(true);
     mailbox_.push({});
   }
+  void request_cancel() {
+    cancelling_.store(true);
+    mailbox_.push({});
+  }
   void run();
 
  private:
@@ -57,6 +61,7 @@ class ClientLoop {
   ClientOptions options_;
   Mailbox<Request> mailbox_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> cancelling_{false};  // cancel_pending() asked: fail what is in flight
   std::map<std::string, Connection> connections_;
   std::unordered_map<std::uint64_t, Pending> pending_;
   std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<>> deadlines_;
@@ -236,6 +241,9 @@ void ClientLoop::run() {
         if (request.done) start_request(std::move(request));
       }
     }
+    if (cancelling_.exchange(false)) {
+      while (!pending_.empty()) complete(pending_.begin()->first, error(Code::kCancelled, "the call was cancelled"));
+    }
     expire_deadlines();
     if (std::chrono::steady_clock::now() - last_idle_check > std::chrono::seconds(1)) {
       close_idle_connections();
@@ -273,5 +281,7 @@ PendingCall Client::call(const std::string& endpoint, Outgoing request, Deadline
        [promise](Result<Incoming>&& outcome) { promise->set_value(std::move(outcome)); });
   return pending;
 }
+
+void Client::cancel_pending() { loop_->request_cancel(); }
 
 }  // namespace dedloc::net

@@ -67,6 +67,11 @@ class Client {
     return reply->template decode<Reply>();
   }
 
+  // Fails every call in flight now with kCancelled, at once, and leaves the client usable: for a caller
+  // that must stop waiting (a shutdown signal) while other threads wait on the network. Calls made after
+  // it proceed as usual. Thread-safe; does not wait for the loop.
+  void cancel_pending();
+
  private:
   std::shared_ptr<ClientLoop> loop_;
   std::thread thread_;

@@ -1,5 +1,7 @@
 #include "dedloc/train/swarm_presence.hpp"
 
+#include <future>
+
 namespace dedloc::train {
 
 namespace {
@@ -95,10 +97,13 @@ void SwarmPresence::publish_donor_and_metrics(const collab::PeerMetrics& metrics
   if (!stored.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "metrics record: " << stored.to_string();
 }
 
-void SwarmPresence::withdraw_records() {
-  auto withdrawn = tracker_->withdraw(Deadline::after(std::chrono::seconds(3)));
+void SwarmPresence::withdraw_records(Deadline deadline) {
+  auto metrics = std::async(std::launch::async, [&] {
+    return collab::withdraw_metrics(node_, options_.run_id, options_.record_ttl, deadline);
+  });
+  auto withdrawn = tracker_->withdraw(deadline);
   if (!withdrawn.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "withdrawing progress: " << withdrawn.to_string();
-  withdrawn = collab::withdraw_metrics(node_, options_.run_id, options_.record_ttl, Deadline::after(std::chrono::seconds(2)));
+  withdrawn = metrics.get();
   if (!withdrawn.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "withdrawing metrics: " << withdrawn.to_string();
 }
 

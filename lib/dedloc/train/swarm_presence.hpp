@@ -60,8 +60,9 @@ class SwarmPresence {
   // with `force` or when our relay changed.
   void publish_donor_and_metrics(const collab::PeerMetrics& metrics, bool force);
   // Withdraws our progress and metrics records, so that others stop counting us at once (errors are logged
-  // at debug level: a record nobody withdraws still expires with its TTL).
-  void withdraw_records();
+  // at debug level: a record nobody withdraws still expires with its TTL). Both at once, by `deadline`: a
+  // peer told to stop leaves within about a second even when some DHT nodes no longer answer.
+  void withdraw_records(Deadline deadline = Deadline::after(std::chrono::seconds(3)));
 
  private:
   void attach_to_relay();

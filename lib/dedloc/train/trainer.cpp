@@ -17,8 +17,10 @@ namespace dedloc::train {
 namespace {
 
 constexpr std::string_view kLog = "train";
-// A failed download is retried no sooner than this (the loop checks every micro-batch).
-constexpr Duration kCatchUpBackoff = std::chrono::seconds(10);
+// A failed download is retried after this, doubling with each failure up to kLastCatchUpRetry: a donor
+// that was busy or just gone is soon replaced, while a swarm nobody can download from is not hammered.
+constexpr Duration kFirstCatchUpRetry = std::chrono::seconds(1);
+constexpr Duration kLastCatchUpRetry = std::chrono::seconds(10);
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -103,7 +105,8 @@ struct Trainer::Parts {
   LossTally loss;
   collab::ThroughputEma ema;
   std::ofstream samples_log;
-  TimePoint next_catch_up{};
+  TimePoint next_catch_up{};                 // no download attempt before this (backoff)
+  Duration catch_up_retry = kFirstCatchUpRetry;
   std::uint64_t states_loaded_at_start = 0;  // a joining peer's first download, for run()'s report
   std::uint64_t rounds_averaged = 0;         // gradient rounds averaged with a group, for the metrics record
   double compute_seconds = 0;
@@ -180,8 +183,26 @@ Status Trainer::load_state(const avg::TrainingState& state) {
   return Status();
 }
 
-Status Trainer::start() {
+Status Trainer::start(const std::function<bool()>& should_stop) {
+  should_stop_ = should_stop;
   return guard_torch("starting", [&] { return start_in_swarm(); });
+}
+
+WaitBreaker Trainer::interruptible() {
+  return WaitBreaker(should_stop_, [this] { parts_->swarm.averager().interrupt(); });
+}
+
+Deadline Trainer::leaving_deadline() const {
+  // Stopped by a signal: the operator waits, and an unanswered withdrawal still expires with its TTL.
+  return Deadline::after(stopping() ? std::chrono::seconds(1) : std::chrono::seconds(3));
+}
+
+bool Trainer::sleep_unless_stopped(TimePoint until) const {
+  while (std::chrono::steady_clock::now() < until) {
+    if (stopping()) return false;
+    std::this_thread::sleep_until(std::min(until, std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
+  }
+  return !stopping();
 }
 
 Status Trainer::start_in_swarm() {
@@ -192,18 +213,39 @@ Status Trainer::start_in_swarm() {
   p.swarm.serve_state(std::make_shared<const avg::TrainingState>(snapshot()));
   p.swarm.tracker().report(local_progress());
   p.swarm.tracker().refresh_now();
-  auto state = p.swarm.tracker().state();
-  if (state.epoch > epoch_) {
-    TrainerReport at_start;
-    auto caught = catch_up(at_start);
-    p.states_loaded_at_start = at_start.states_loaded;
-    if (!caught.is_ok()) {
-      Logger::Line(options_.log, LogLevel::kWarning, kLog) << "the swarm is at epoch " << state.epoch
-                                                           << " but its state could not be downloaded yet: " << caught.to_string();
-    }
+  TrainerReport at_start;
+  auto caught = catch_up_at_start(at_start);
+  p.states_loaded_at_start = at_start.states_loaded;
+  if (!caught.is_ok()) {
+    p.swarm.withdraw_records(leaving_deadline());  // our progress record says epoch 0: others must not count us
+    return caught;
   }
   publish_donor_and_metrics(true);
   return Status();
+}
+
+Status Trainer::catch_up_at_start(TrainerReport& report) {
+  auto& p = *parts_;
+  auto& tracker = p.swarm.tracker();
+  for (std::uint64_t attempt = 1;; ++attempt) {
+    auto state = tracker.state();
+    // Alone, or nobody ahead: our own state is the swarm's.
+    if (state.epoch <= epoch_ || p.swarm.others() == 0) return Status();
+    if (!sleep_unless_stopped(p.next_catch_up)) break;
+    auto caught = catch_up(report);
+    if (stopping()) break;
+    if (!caught.is_ok()) {
+      // Every failure is retried: nobody listed (kNotFound), nobody reachable (kUnavailable), donors that
+      // disagree or a deadline; the status says which.
+      Logger::Line(options_.log, LogLevel::kWarning, kLog)
+          << "the swarm is at epoch " << state.epoch << " and we are at " << epoch_ << ": download attempt "
+          << attempt << " failed (" << caught.to_string() << "); not training from our own state, retrying in "
+          << std::chrono::duration<double>(p.next_catch_up - std::chrono::steady_clock::now()).count() << " s";
+    }
+    tracker.report(local_progress());
+    tracker.refresh_now();
+  }
+  return error(Code::kCancelled, "stopped while downloading the swarm's state (at epoch " + std::to_string(epoch_) + ")");
 }
 
 collab::PeerProgress Trainer::local_progress() const {
@@ -227,6 +269,7 @@ void Trainer::average_gradients(collab::StepFacts& facts) {
   auto& p = *parts_;
   auto& averager = p.swarm.averager();
   p.ema.pause();
+  auto breaker = interruptible();
   // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then).
   auto average = [&] {
     return averager.step(p.gradients.schema(), p.gradients.values(), static_cast<double>(p.gradients.samples()),
@@ -236,7 +279,7 @@ void Trainer::average_gradients(collab::StepFacts& facts) {
   // Peers we know of but did not meet may have looked just before or after us (their batch came a
   // moment apart): one more window overlaps theirs, where stepping alone now would leave us out of
   // phase for good.
-  if (outcome && outcome->group_size == 0 && p.swarm.others() > 0) outcome = average();
+  if (outcome && outcome->group_size == 0 && p.swarm.others() > 0 && !stopping()) outcome = average();
   p.ema.resume(now_seconds());
   if (!outcome) {
     p.gradients.restore_mean();  // a failed round may have left the buffer half-averaged
@@ -278,6 +321,10 @@ void Trainer::step(TrainerReport& report) {
     p.swarm.averager().withdraw();  // a group found ahead is served without our gradients, not left waiting
   } else if (collab::should_average(facts.local_gradients_finite, facts.other_trainers)) {
     average_gradients(facts);
+    if (stopping()) {  // averaging was cut short: leave without a step the others did not take with us
+      Logger::Line(options_.log, LogLevel::kInfo, kLog) << "stopped while averaging: epoch " << epoch_ + 1 << " not taken";
+      return;
+    }
   }
   const auto outcome = collab::classify_step(facts);
   const bool apply = collab::applies(outcome);
@@ -331,6 +378,7 @@ void Trainer::average_parameters() {
   // (the round's kind keeps them apart from gradient rounds).
   p.gradients.read_parameters();
   p.ema.pause();
+  auto breaker = interruptible();
   auto outcome = p.swarm.averager().step(p.gradients.schema(), p.gradients.values(), 1.0, p.swarm.others() + 1,
                                          "params." + std::to_string(epoch_));
   p.ema.resume(now_seconds());
@@ -351,7 +399,9 @@ void Trainer::average_parameters() {
 Status Trainer::catch_up(TrainerReport& report) {
   auto& p = *parts_;
   if (std::chrono::steady_clock::now() < p.next_catch_up) return Status();
-  p.next_catch_up = std::chrono::steady_clock::now() + kCatchUpBackoff;
+  // Until it succeeds, the next attempt waits longer (reset below).
+  p.next_catch_up = std::chrono::steady_clock::now() + p.catch_up_retry;
+  p.catch_up_retry = std::min(p.catch_up_retry * 2, kLastCatchUpRetry);
   avg::DownloadOptions download;
   download.run_id = options_.run_id;
   download.expected_schema = p.state.schema;
@@ -359,9 +409,14 @@ Status Trainer::catch_up(TrainerReport& report) {
   download.max_donors = 1;  // optimizer statistics are not averaged: stripes must come from one peer
   download.log = options_.log;
   p.ema.pause();
-  auto downloaded = avg::download_state(node_, p.swarm.averager().client(), download, Deadline::after(std::chrono::seconds(120)));
+  Result<avg::DownloadedState> downloaded = error(Code::kCancelled, "stopped");
+  {
+    auto breaker = interruptible();
+    downloaded = avg::download_state(node_, p.swarm.averager().client(), download, Deadline::after(std::chrono::seconds(120)));
+  }
   p.ema.resume(now_seconds());
   if (!downloaded) return downloaded.status().with_context("downloading the swarm's state");
+  p.catch_up_retry = kFirstCatchUpRetry;  // the donors answered: a later failure is a new story
   if (downloaded->state.epoch() <= epoch_) return Status();
   auto from = epoch_;
   DEDLOC_RETURN_IF_ERROR(load_state(downloaded->state));
@@ -399,13 +454,17 @@ void Trainer::show_status(const collab::CollaborationState& state, bool final) {
 Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
   auto& p = *parts_;
   auto& tracker = p.swarm.tracker();
+  should_stop_ = should_stop;
   TrainerReport report;
   report.states_loaded = p.states_loaded_at_start;
   if (options_.min_peers > 1) {
     Logger::Line(options_.log, LogLevel::kInfo, kLog) << "waiting for " << options_.min_peers << " peers in run '" << options_.run_id << "'";
     auto deadline = Deadline::after(options_.wait_for_peers);
     while (p.swarm.others() + 1 < options_.min_peers) {
-      if (should_stop()) return report;
+      if (should_stop()) {
+        p.swarm.withdraw_records(leaving_deadline());
+        return report;
+      }
       if (deadline.passed()) {
         return error(Code::kTimeout, "only " + std::to_string(p.swarm.others() + 1) + " of the " +
                                          std::to_string(options_.min_peers) + " peers asked for (--min-peers) joined run '" +
@@ -428,14 +487,14 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
     // Leave at once, and cleanly: a group found ahead goes on without us, others stop counting us. No
     // checkpoint: a step that threw may have left the parameters half-updated (the last one written stays).
     p.swarm.averager().withdraw();
-    p.swarm.withdraw_records();
+    p.swarm.withdraw_records(leaving_deadline());
     return trained;
   }
   if (!options_.checkpoint_dir.empty()) {
     auto saved = save_checkpoint_files();
     if (!saved.is_ok()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << saved.to_string();
   }
-  p.swarm.withdraw_records();
+  p.swarm.withdraw_records(leaving_deadline());
   return report;
 }
 
@@ -457,7 +516,11 @@ Status Trainer::train_until(const std::function<bool()>& should_stop, TrainerRep
     show_status(state);
     if (state.epoch > epoch_ + 1) {
       auto caught = catch_up(report);
-      if (!caught.is_ok()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
+      if (!caught.is_ok() && !stopping()) {
+        Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
+        // Micro-batches computed now would be dropped by the download: wait for the next attempt instead.
+        sleep_unless_stopped(p.next_catch_up);
+      }
       continue;
     }
     if (state.batch_ready() || state.epoch > epoch_) {

@@ -14,6 +14,12 @@
 // whose gradients are non-finite after averaging is skipped. A peer two or more epochs behind the swarm
 // (or one that joins a swarm already past epoch 0) downloads the current state — parameters, buffers,
 // optimizer statistics, epoch — from donors, and every non-client peer serves its own state as a donor.
+// A download that fails is retried with backoff (1 s, doubling to 10 s); a joining peer never starts
+// computing from its own state while other peers are ahead of it, since its steps would be wasted.
+//
+// Stopping: `should_stop` (a shutdown signal) ends every wait on the network within a fraction of a
+// second: a download, matchmaking, an all-reduce, the wait between download attempts (WaitBreaker with
+// Averager::interrupt). A step whose averaging was interrupted is not taken.
 #pragma once
 
 #include <functional>
@@ -29,6 +35,7 @@
 #include "dedloc/train/optimizer.hpp"
 #include "dedloc/collab/progress_tracker.hpp"
 #include "dedloc/collab/step_outcome.hpp"
+#include "dedloc/core/wait_breaker.hpp"
 #include "dedloc/train/recipe.hpp"
 #include "dedloc/train/task.hpp"
 
@@ -93,8 +100,10 @@ class Trainer {
   ~Trainer();
 
   // Starts the averaging/donor server, checks that the swarm trains the same model (schema hash), and
-  // catches up with the swarm if it is past our epoch. Errors name what differs.
-  Status start();
+  // catches up with the swarm if it is past our epoch, retrying until it succeeds, no other peer is
+  // ahead any more, or `should_stop` says so: then kCancelled, with our records withdrawn. Errors name
+  // what differs.
+  Status start(const std::function<bool()>& should_stop = {});
   // Trains until `should_stop` says so, max_time or max_epochs. Withdraws our records on the way out, on
   // an error too. What the task or the optimizer throws (libtorch's errors, a device out of memory) ends
   // the run as an error Status naming what was being done (train/torch_errors.hpp).
@@ -123,7 +132,17 @@ class Trainer {
   void apply_gradients(collab::StepOutcome outcome);
   void match_ahead(const collab::CollaborationState& state);
   void average_parameters();
+  // One download attempt, unless the backoff after a failed one has not yet passed (then ok, nothing done).
   Status catch_up(TrainerReport& report);
+  // The joiner's download at start: attempts until the swarm is no longer ahead of us; kCancelled when stopped.
+  Status catch_up_at_start(TrainerReport& report);
+  bool stopping() const { return should_stop_ && should_stop_(); }
+  // While alive, a stop request interrupts the averager's waits (matchmaking, all-reduce, downloads).
+  WaitBreaker interruptible();
+  // Sleeps until `until` in short slices; false when stopped first.
+  bool sleep_unless_stopped(TimePoint until) const;
+  // How long our records' withdrawal may take on the way out (shorter when stopped).
+  Deadline leaving_deadline() const;
   void publish_donor_and_metrics(bool force);
   void show_status(const collab::CollaborationState& state, bool final = false);
   collab::PeerProgress local_progress() const;
@@ -134,6 +153,7 @@ class Trainer {
   TrainerOptions options_;
   std::unique_ptr<Parts> parts_;  // the gradient buffer, the swarm presence, tallies (trainer.cpp)
   std::uint64_t epoch_ = 0;
+  std::function<bool()> should_stop_;  // start()'s, then run()'s
 };
 
 }  // namespace dedloc::train
