@@ -21,7 +21,7 @@ cleanup() {
 trap cleanup EXIT
 
 now() { date +%s.%N; }
-elapsed() { echo "$2 - $1" | bc -l | xargs printf '%.2f'; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 # Starts `serve` in the background with the rest of the arguments; waits for its ready line (10 s at most)
 # and sets $pid and $address.
@@ -81,4 +81,4 @@ echo "median get: $(printf '%s\n' "${get_times[@]}" | median) s over ${#get_time
 echo "median join: $(printf '%s\n' "${join_times[@]}" | median) s over ${#join_times[@]} joins ($(echo "${join_times[@]}"))"
 read -r idle0 total0 <<< "$cpu_before"
 read -r idle1 total1 <<< "$(cpu_idle_total)"
-echo "idle CPU during the run: $(echo "100 * ($idle1 - $idle0) / ($total1 - $total0)" | bc -l | xargs printf '%.0f')% of $(nproc) cores"
+echo "idle CPU during the run: $(awk -v i="$((idle1 - idle0))" -v t="$((total1 - total0))" 'BEGIN { printf "%.0f", 100 * i / t }')% of $(nproc) cores"

@@ -119,7 +119,11 @@ bool Lookup::done() const {
   size_t live_seen = 0;
   for (const auto& [distance, candidate] : candidates_) {
     if (live_seen >= options_.k) break;
-    if (candidate.state == State::kFailed || candidate.state == State::kStalled) continue;
+    if (candidate.state == State::kFailed) continue;
+    if (candidate.state == State::kStalled &&
+        (!options_.wait_for_nearest || suspects_.contains(candidate.contact.id))) {
+      continue;
+    }
     ++live_seen;
     if (candidate.state != State::kAnswered) return false;
   }

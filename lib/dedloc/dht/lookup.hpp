@@ -13,7 +13,8 @@
 // overloaded one live nodes are not given up on early. A candidate the caller marks as a suspect (it failed
 // recently) is asked as if already stalled: never waited for, so responsive nodes decide when the lookup
 // ends. Stalled queries are only waited for when fewer than `k` nodes have answered: then they may be all
-// there is (a small swarm, or an overloaded one where every answer is slow). Time is an input (`now`), never
+// there is (a small swarm, or an overloaded one where every answer is slow), or, in a value lookup
+// (wait_for_nearest), when they are among the k nearest and not suspects. Time is an input (`now`), never
 // read here; each RPC's deadline is the caller's business, and a failure is just another input.
 #pragma once
 
@@ -38,6 +39,11 @@ struct LookupOptions {
   // The shortest (the stall time once answers have come, however fast). Zero: stall_after always.
   Duration min_stall_after = Duration::zero();
   double stall_multiple = 4;  // of the slowest answer so far
+  // A value lookup: a stalled query to one of the k nearest candidates (not a suspect) still holds the
+  // lookup open until it answers or fails. The nearest nodes are where the value is stored, and a holder
+  // that is merely slow (loaded, far) must not be passed over for farther nodes that answer fast; a dead
+  // one costs its RPC deadline once, and is a suspect afterwards.
+  bool wait_for_nearest = false;
 };
 
 class Lookup {

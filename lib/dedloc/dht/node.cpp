@@ -323,7 +323,7 @@ void Node::send_rpc(const Contact& to, net::Outgoing request, Deadline deadline,
 }
 
 Lookup Node::run_lookup(const PeerId& target, const std::function<net::Outgoing()>& make_request,
-                        const AnswerReader& read, Deadline deadline) {
+                        const AnswerReader& read, Deadline deadline, bool for_value) {
   std::vector<Contact> seeds;
   {
     std::lock_guard lock(mutex_);
@@ -333,7 +333,8 @@ Lookup Node::run_lookup(const PeerId& target, const std::function<net::Outgoing(
                 LookupOptions{.k = options_.lookup_k,
                               .alpha = options_.alpha,
                               .stall_after = options_.rpc_stall_timeout,
-                              .min_stall_after = options_.rpc_min_stall_timeout});
+                              .min_stall_after = options_.rpc_min_stall_timeout,
+                              .wait_for_nearest = for_value});
   auto mark_suspects = [&](const std::vector<Contact>& contacts) {
     std::lock_guard lock(mutex_);
     for (const auto& c : contacts) {
@@ -533,7 +534,7 @@ Result<std::optional<FoundRecord>> Node::get(const std::string& key_name, GetMod
           }
           return to_contacts(value->nearest, now());
         },
-        deadline);
+        deadline, /*for_value=*/true);
     heard = !search.nearest_answered(1).empty();
   }
   if (merged.empty()) {

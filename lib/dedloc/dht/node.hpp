@@ -180,8 +180,9 @@ class Node {
   // (which returns the contacts to go on with, or an error, and may finish the lookup).
   using AnswerReader = std::function<Result<std::vector<Contact>>(
       const Contact& from, const Result<net::Incoming>& reply, Lookup& lookup)>;
+  // `for_value`: a get, which waits for its nearest candidates (LookupOptions::wait_for_nearest).
   Lookup run_lookup(const PeerId& target, const std::function<net::Outgoing()>& make_request,
-                    const AnswerReader& read, Deadline deadline);
+                    const AnswerReader& read, Deadline deadline, bool for_value = false);
   // Sends one RPC with the node's RPC deadline (capped by `deadline`); the outcome goes to `inbox`.
   void send_rpc(const Contact& to, net::Outgoing request, Deadline deadline, std::shared_ptr<Inbox> inbox);
   // Sends `entry` to the nodes of `targets` (ourselves stored locally) and waits for all outcomes.

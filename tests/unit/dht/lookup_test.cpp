@@ -396,6 +396,64 @@ TEST_CASE("Stalled queries are waited for while fewer than k nodes have answered
   CHECK(failing.done());
 }
 
+TEST_CASE("A value lookup waits for a stalled query among its k nearest, but not for a suspect", "[unit][dht]") {
+  // The nearest nodes hold the value: a holder that is merely slow (a loaded machine) must not be passed over
+  // for farther nodes that answer fast, or a get misses a record that is there.
+  std::mt19937_64 rng(12);
+  ManualClock clock;
+  PeerId target = random_id(rng), self = at_distance(target, 0, 0x80);
+  auto d = [&](int distance) { return at_distance(target, static_cast<std::uint8_t>(distance)); };
+  std::vector<Contact> seeds;
+  for (int distance : {10, 20, 30, 40}) seeds.push_back(contact(d(distance)));
+  const LookupOptions options{.k = 2, .alpha = 2, .stall_after = 500ms, .wait_for_nearest = true};
+
+  Lookup slow_holder(target, self, seeds, options);
+  CHECK(ids_of(slow_holder.next_queries(clock.now())) == std::vector<PeerId>{d(10), d(20)});
+  clock.advance(500ms);
+  CHECK(slow_holder.stall_overdue(clock.now()) == std::vector<PeerId>{d(10), d(20)});
+  CHECK(ids_of(slow_holder.next_queries(clock.now())) == std::vector<PeerId>{d(30), d(40)});
+  slow_holder.on_answer(d(30), {});
+  slow_holder.on_answer(d(40), {});
+  slow_holder.on_answer(d(20), {});
+  // Two answered (k), but 10, nearer than both of the k nearest answers, may still answer: wait for it.
+  CHECK_FALSE(slow_holder.done());
+  slow_holder.on_answer(d(10), {});
+  CHECK(slow_holder.done());
+  CHECK(ids_of(slow_holder.nearest_answered(2)) == std::vector<PeerId>{d(10), d(20)});
+
+  // Its failure (the RPC deadline) ends the wait too.
+  Lookup dead_holder(target, self, seeds, options);
+  REQUIRE(dead_holder.next_queries(clock.now()).size() == 2);
+  clock.advance(500ms);
+  REQUIRE(dead_holder.stall_overdue(clock.now()).size() == 2);
+  REQUIRE(dead_holder.next_queries(clock.now()).size() == 2);
+  dead_holder.on_answer(d(20), {});
+  dead_holder.on_answer(d(30), {});
+  dead_holder.on_answer(d(40), {});
+  CHECK_FALSE(dead_holder.done());
+  dead_holder.on_failure(d(10));
+  CHECK(dead_holder.done());
+
+  // A node that failed before (a suspect) is asked, but a value lookup does not wait for it either.
+  Lookup with_suspect(target, self, seeds, options);
+  with_suspect.suspect(d(10));
+  CHECK(ids_of(with_suspect.next_queries(clock.now())) == std::vector<PeerId>{d(10), d(20), d(30)});
+  with_suspect.on_answer(d(20), {});
+  with_suspect.on_answer(d(30), {});
+  CHECK(with_suspect.done());
+
+  // Without wait_for_nearest (node lookups: joins, refreshes, stores), the stalled nearest is not waited for.
+  Lookup node_lookup(target, self, seeds, {.k = 2, .alpha = 2, .stall_after = 500ms});
+  REQUIRE(node_lookup.next_queries(clock.now()).size() == 2);
+  clock.advance(500ms);
+  REQUIRE(node_lookup.stall_overdue(clock.now()).size() == 2);
+  REQUIRE(node_lookup.next_queries(clock.now()).size() == 2);
+  node_lookup.on_answer(d(20), {});
+  node_lookup.on_answer(d(30), {});
+  node_lookup.on_answer(d(40), {});
+  CHECK(node_lookup.done());
+}
+
 TEST_CASE("A suspect is asked beside the others but never waited for", "[unit][dht]") {
   std::mt19937_64 rng(11);
   ManualClock clock;
