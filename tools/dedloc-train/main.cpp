@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   app.add_option("--data-seed", options.data_seed, "this peer's data order (default: random)");
   app.add_option("--threads", options.threads, "CPU threads for torch (0: torch's default)")->capture_default_str();
   app.add_option("--samples-log", options.samples_log, "append, per step, the sample ids this peer contributed")->group("");
+  app.add_flag("--params-hash", options.params_hash, "with --json: a hash and the norm of the parameters in each step and download line")
+      ->group("");
   if (auto exit = cli::parse(app, argc, argv)) return *exit;
   return train_tool::run_session(common, options);
 }

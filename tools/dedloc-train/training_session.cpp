@@ -64,6 +64,10 @@ void print_event(const train::TrainerEvent& e) {
     line["group_size"] = e.group_size;
     line["found_ahead"] = e.found_ahead;
   }
+  if (!e.params_hash.empty()) {
+    line["params_hash"] = e.params_hash;
+    line["params_norm"] = e.params_norm;
+  }
   std::cout << line.dump() << std::endl;
 }
 
@@ -117,6 +121,7 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   if (!options) return cli::report_failure(kTool, options.status());
   options->log = &log;
   if (common.json) options->on_event = print_event;
+  options->hash_parameters = common.json && o.params_hash;
   const std::string& run_id = options->run_id;
   auto device = parse_device(o.device);
   if (!device) return cli::report_failure(kTool, device.status());

@@ -29,6 +29,7 @@ struct SessionOptions {
   std::uint64_t data_seed = 0;        // 0: random
   int threads = 0;
   std::string samples_log;
+  bool params_hash = false;           // "params_hash" in the --json step and download lines
 };
 
 int run_session(const cli::CommonFlags& common, const SessionOptions& options);

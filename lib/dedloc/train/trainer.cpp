@@ -8,6 +8,7 @@
 
 #include "dedloc/collab/checkpoint.hpp"
 #include "dedloc/collab/step_outcome.hpp"
+#include "dedloc/crypto/hash.hpp"
 #include "dedloc/train/gradient_buffer.hpp"
 #include "dedloc/train/swarm_presence.hpp"
 #include "dedloc/train/torch_errors.hpp"
@@ -158,6 +159,20 @@ avg::TrainingState Trainer::snapshot() const {
   // `dedloc-avg export`) knows what it holds.
   for (const auto& [key, value] : options_.checkpoint_extra) state->metadata.entries[key] = value;
   return std::move(*state);
+}
+
+void Trainer::describe_parameters(TrainerEvent& event) const {
+  crypto::Hasher hasher;
+  double squares = 0;
+  std::vector<float> values;
+  for (const auto& parameter : parts_->gradients.parameters()) {
+    values.resize(static_cast<size_t>(parameter.numel()));
+    copy_to_floats(parameter, values);
+    hasher.update(ByteSpan(reinterpret_cast<const std::uint8_t*>(values.data()), values.size() * sizeof(float)));
+    for (float v : values) squares += static_cast<double>(v) * v;
+  }
+  event.params_hash = hasher.finish_hex().substr(0, 16);
+  event.params_norm = std::sqrt(squares);
 }
 
 Status Trainer::load_state(const avg::TrainingState& state) {
@@ -346,6 +361,7 @@ void Trainer::step(TrainerReport& report) {
       event.group_size = facts.group_size;
       event.found_ahead = facts.found_ahead;
     }
+    if (options_.hash_parameters) describe_parameters(event);
     options_.on_event(event);
   }
   // Every peer reaches this epoch with this step, so all of them look for a parameter group together.
@@ -424,7 +440,11 @@ Status Trainer::catch_up(TrainerReport& report) {
   Logger::Line(options_.log, LogLevel::kInfo, kLog) << "caught up: loaded the state at epoch " << epoch_
                                                     << " (we were at " << from << ") from "
                                                     << (downloaded->donors.empty() ? "?" : downloaded->donors.front().address);
-  if (options_.on_event) options_.on_event(TrainerEvent{.kind = TrainerEvent::Kind::kLoadedState, .epoch = epoch_});
+  if (options_.on_event) {
+    TrainerEvent event{.kind = TrainerEvent::Kind::kLoadedState, .epoch = epoch_};
+    if (options_.hash_parameters) describe_parameters(event);
+    options_.on_event(event);
+  }
   p.swarm.tracker().report(local_progress());
   return Status();
 }

@@ -52,6 +52,14 @@ struct TrainerEvent {
   std::uint64_t samples = 0;   // this peer's samples in the step
   size_t group_size = 0;       // peers averaged with (kAveraged)
   bool found_ahead = false;    // the group formed while this peer still computed (kAveraged)
+  // With TrainerOptions::hash_parameters, what the parameters are after the step or download, so that a
+  // test can tell a joiner that loaded the swarm's parameters from one that only took its epoch number.
+  // params_hash: a BLAKE2b of every parameter's float32 values, in the model's order, as 16 hex digits;
+  // equal right after a download to the donor's (the transfer is exact). Peers that averaged the same
+  // gradients are not bit-identical after it (each adds the reducers' average-minus-own deltas to its own
+  // values, so they differ in the last bits): compare them by params_norm, the parameters' L2 norm.
+  std::string params_hash;
+  double params_norm = 0;
 };
 const char* to_string(TrainerEvent::Kind kind);  // "averaged", "alone", "local", "skipped", "loaded_state"
 
@@ -77,6 +85,7 @@ struct TrainerOptions {
   std::string samples_log;            // a file with, per step, the epoch and the sample ids this peer put in
   bool status_line = false;           // a live status line (a terminal) rather than log lines
   std::function<void(const TrainerEvent&)> on_event;  // called on the training thread; may be empty
+  bool hash_parameters = false;       // fill TrainerEvent::params_hash and params_norm (a pass over the parameters per event)
   Duration record_ttl = std::chrono::seconds(30);
   Logger* log = &Logger::global();
 };
@@ -117,6 +126,8 @@ class Trainer {
   // Writes checkpoint.safetensors (everything) and model.safetensors (parameters and buffers under their
   // model names, for the PyTorch / Hugging Face world) into checkpoint_dir.
   Status save_checkpoint_files() const;
+  // TrainerEvent::params_hash and params_norm of the parameters as they are now, into `event`.
+  void describe_parameters(TrainerEvent& event) const;
 
  private:
   struct Parts;
