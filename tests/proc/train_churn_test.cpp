@@ -1,7 +1,13 @@
 // Churn, with real processes: three dedloc-train peers on recipes/mlp.yaml; one is
 // SIGKILLed in the middle of an epoch, a fourth joins later. The newcomer downloads the swarm's state and
-// ends at the same epoch as the survivors; the run keeps stepping through both events; the loss keeps
-// falling; nothing is ever non-finite.
+// ends at the same epoch as the survivors; the run keeps stepping through both events; the survivors keep
+// averaging together; the loss keeps falling; nothing is ever non-finite.
+//
+// Holding the swarm's epoch number is not enough: the newcomer must hold its parameters. The trainers
+// report their parameters with each step (--params-hash, docs/recipes.md): the newcomer's hash right after
+// the download equals its donor's at that epoch (the transfer is exact), and after its first averaged step
+// its parameters' norm equals a group mate's to float rounding (peers add the reducers' deltas to their own
+// values, so averaged peers agree to about 1e-10, not bit for bit), while one epoch moves it far more.
 //
 // The peers run until the test stops them (SIGINT: each leaves cleanly), once the run is past kLastEpoch
 // and the newcomer has averaged with the others: with this recipe a whole epoch takes a few hundred ms,
@@ -9,6 +15,7 @@
 // (it happened in CI), and there would be nobody left to download from.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <csignal>
 #include <thread>
 
@@ -30,6 +37,10 @@ constexpr std::uint64_t kLastEpoch = 30;  // the run goes at least this far
 constexpr std::uint64_t kNewcomerRounds = 3;  // ... and the newcomer averages at least this often
 constexpr std::uint64_t kKillAt = 6;   // the third peer dies while accumulating for the step after this
 constexpr std::uint64_t kJoinAt = 12;  // the newcomer starts once the first peer is here
+constexpr std::uint64_t kSurvivorRounds = 3;  // epochs after the kill at which the survivors averaged together
+// Relative difference of two peers' parameter norms after averaging the same gradients from the same
+// parameters: rounding alone gives about 1e-10 here, one epoch of training moves the norm by 1e-5 or more.
+constexpr double kSameParameters = 1e-7;
 
 // A dedloc-dht node that lives through the whole test: every trainer joins through it, so a newcomer can
 // join whichever trainers are still there (as in scripts/train-local).
@@ -52,10 +63,45 @@ TrainerProcess start(const std::string& name, const std::string& initial_peer, s
                      size_t min_peers) {
   // No last epoch (the test stops the peers); max_time only bounds a test gone wrong.
   TrainerArgs args{.recipe = churn_recipe(), .initial_peer = initial_peer, .run_id = "churn",
-                   .data_seed = data_seed, .max_time = 300, .min_peers = min_peers};
+                   .data_seed = data_seed, .max_time = 300, .min_peers = min_peers, .extra = {"--params-hash"}};
   auto trainer = TrainerProcess::start(name, args);
   REQUIRE(trainer.has_value());
   return std::move(*trainer);
+}
+
+// A peer's step and download lines by epoch (a peer that downloaded has both at that epoch).
+std::multimap<std::uint64_t, nlohmann::json> by_epoch(const TrainerProcess& p) {
+  std::multimap<std::uint64_t, nlohmann::json> out;
+  for (const auto& e : p.events()) {
+    if (e.contains("params_hash")) out.emplace(e["epoch"].get<std::uint64_t>(), e);
+  }
+  return out;
+}
+
+// The epochs after `killed_at` (and the one after it, whose group may still have had the killed peer) at
+// which the survivors `a` and `b` averaged in one group: both averaged with the same group size, all three
+// live peers together, or the two of them while the newcomer `d` did not average.
+size_t epochs_averaged_together(const TrainerProcess& a, const TrainerProcess& b, const TrainerProcess& d,
+                                std::uint64_t killed_at) {
+  const auto a_lines = by_epoch(a), b_lines = by_epoch(b), d_lines = by_epoch(d);
+  const auto averaged = [](const auto& entry) { return entry.second["event"] == "averaged"; };
+  size_t together = 0;
+  for (const auto& [epoch, x] : a_lines) {
+    if (epoch <= killed_at + 1 || x["event"] != "averaged") continue;
+    auto [b_from, b_to] = b_lines.equal_range(epoch);
+    const bool b_alike = std::any_of(b_from, b_to, [&](const auto& entry) {
+      return averaged(entry) && entry.second["group_size"] == x["group_size"];
+    });
+    auto [d_from, d_to] = d_lines.equal_range(epoch);
+    const bool d_averaged = std::any_of(d_from, d_to, averaged);
+    if (b_alike && (x["group_size"] == 3 || (x["group_size"] == 2 && !d_averaged))) ++together;
+  }
+  return together;
+}
+
+bool same_parameters(const nlohmann::json& x, const nlohmann::json& y) {
+  const double a = x["params_norm"].get<double>(), b = y["params_norm"].get<double>();
+  return std::abs(a - b) <= kSameParameters * std::max(a, b);
 }
 
 }  // namespace
@@ -72,13 +118,15 @@ TEST_CASE("A run survives a trainer SIGKILLed mid-epoch and a newcomer catches u
   std::this_thread::sleep_for(200ms);  // into the next epoch's micro-batches
   c.process().kill(SIGKILL);
   REQUIRE(c.process().wait(10s) == 128 + SIGKILL);
-  const std::uint64_t epoch_at_kill = a.epoch();
+  c.pump(100ms);  // the lines it wrote before dying: its last step is the epoch of the kill
+  const std::uint64_t epoch_at_kill = c.epoch();
 
   REQUIRE(pump_until({&a, &b}, 120s, [&] { return a.epoch() >= kJoinAt; }));
   auto d = start("d", address, 4, 1);
   const std::uint64_t epoch_at_join = a.epoch();
 
-  // Stop once the run is far enough and the three are in step. A peer may lag two epochs for a moment (it
+  // Stop once the run is far enough, the survivors have averaged together since the kill, and the three are
+  // in step. A peer may lag two epochs for a moment (it
   // then downloads the state, retrying every few seconds), so stopping at an arbitrary moment could catch
   // one mid-way; the swarm must come back together within the deadline.
   const auto in_step = [&] {
@@ -86,7 +134,8 @@ TEST_CASE("A run survives a trainer SIGKILLed mid-epoch and a newcomer catches u
     return high <= low + 1;
   };
   REQUIRE(pump_until({&a, &b, &d}, 180s, [&] {
-    return a.epoch() >= kLastEpoch && b.epoch() >= kLastEpoch && d.averaged_rounds() >= kNewcomerRounds && in_step();
+    return a.epoch() >= kLastEpoch && b.epoch() >= kLastEpoch && d.averaged_rounds() >= kNewcomerRounds && in_step() &&
+           epochs_averaged_together(a, b, d, epoch_at_kill) >= kSurvivorRounds;
   }));
   for (auto* p : {&a, &b, &d}) p->process().kill(SIGINT);
   REQUIRE(pump_until({&a, &b, &d}, 60s, [&] { return a.find("exit") && b.find("exit") && d.find("exit"); }));
@@ -109,6 +158,45 @@ TEST_CASE("A run survives a trainer SIGKILLed mid-epoch and a newcomer catches u
   }
   CHECK(d.find("exit").value()["states_loaded"].get<std::uint64_t>() >= 1);
   CHECK(d.averaged_rounds() >= kNewcomerRounds);  // it trained with the others, not beside them
+
+  // The newcomer holds the swarm's parameters: what it loaded is bit for bit what a survivor held at that
+  // epoch, and after its first averaged step it is where a group mate is.
+  const auto a_lines = by_epoch(a), b_lines = by_epoch(b), d_lines = by_epoch(d);
+  const auto loaded_epoch = (*loaded)["epoch"].get<std::uint64_t>();
+  const auto held_by_survivor = [&](const std::string& hash) {
+    for (const auto* lines : {&a_lines, &b_lines}) {
+      auto [from, to] = lines->equal_range(loaded_epoch);
+      for (auto it = from; it != to; ++it) {
+        if (it->second["params_hash"] == hash) return true;
+      }
+    }
+    return false;
+  };
+  INFO("d loaded " << *loaded);
+  CHECK(held_by_survivor((*loaded)["params_hash"].get<std::string>()));
+  const auto first_averaged = std::find_if(d_lines.begin(), d_lines.end(), [](const auto& entry) {
+    return entry.second["event"] == "averaged";
+  });
+  REQUIRE(first_averaged != d_lines.end());
+  const auto [step_epoch, step] = *first_averaged;
+  std::vector<nlohmann::json> mates;  // survivors that averaged at that epoch
+  for (const auto* lines : {&a_lines, &b_lines}) {
+    auto [from, to] = lines->equal_range(step_epoch);
+    for (auto it = from; it != to; ++it) {
+      if (it->second["event"] == "averaged") mates.push_back(it->second);
+    }
+  }
+  INFO("d's first averaged step: " << step << "; the survivors' at that epoch: " << nlohmann::json(mates));
+  CHECK(std::any_of(mates.begin(), mates.end(), [&](const auto& m) { return same_parameters(step, m); }));
+  // ... which a newcomer that only took the epoch number would fail: it would hold the initial parameters,
+  // and one averaged step from them leaves them where the survivors were after their first step.
+  REQUIRE(a_lines.count(1) == 1);
+  CHECK_FALSE(same_parameters(step, a_lines.find(1)->second));
+
+  // The survivors kept averaging with each other after the kill (the run went on until they had, so this
+  // holds unless the wait above timed out).
+  INFO("c killed at epoch " << epoch_at_kill);
+  CHECK(epochs_averaged_together(a, b, d, epoch_at_kill) >= kSurvivorRounds);
 
   // The survivors kept stepping to the last epoch, with finite losses; one that fell two epochs behind
   // (stuck in a round with the killed peer until its timeouts) may skip ahead by downloading the state.
