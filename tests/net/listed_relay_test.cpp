@@ -68,3 +68,22 @@ TEST_CASE("ListedRelay: without initial peers it serves unlisted", "[net][relay]
   auto stats = relay.run([&] { return ++asked > 3; });
   CHECK(stats.attached == 0);
 }
+
+TEST_CASE("Relay listings: the least loaded first, the most recently refreshed first among equals", "[net][relay]") {
+  // A relay refreshes its listing every ttl/3 with the same ttl, so a dead relay's listing falls behind the
+  // live ones' expirations: between equally loaded relays, readers try the one refreshed last first.
+  auto swarm = test::quiet_swarm(4);
+  auto listing = [&](size_t i, std::uint64_t peers) {
+    return relay::RelayListing{.address = swarm->node(i).address(), .peers = peers, .max_peers = 8};
+  };
+  REQUIRE(relay::advertise_relay(swarm->node(1), listing(1, 2), 60s, Deadline::after(5s)).is_ok());   // stale
+  REQUIRE(relay::advertise_relay(swarm->node(2), listing(2, 2), 600s, Deadline::after(5s)).is_ok());  // fresh
+  REQUIRE(relay::advertise_relay(swarm->node(3), listing(3, 5), 900s, Deadline::after(5s)).is_ok());  // busier
+  auto listed = relay::list_relays(swarm->node(0), Deadline::after(5s));
+  REQUIRE(listed.is_ok());
+  REQUIRE(listed->size() == 3);
+  CHECK((*listed)[0].address.to_string() == swarm->node(2).address().to_string());
+  CHECK((*listed)[1].address.to_string() == swarm->node(1).address().to_string());
+  CHECK((*listed)[2].address.to_string() == swarm->node(3).address().to_string());
+  CHECK((*listed)[0].expiration > (*listed)[1].expiration);
+}

@@ -24,7 +24,8 @@ Result<std::vector<RelayListing>> list_relays(dht::Node& node, Deadline deadline
     if (auto listing = parse_relay_listing(entry)) relays.push_back(std::move(*listing));
   }
   std::stable_sort(relays.begin(), relays.end(), [](const RelayListing& a, const RelayListing& b) {
-    return a.peers < b.peers;
+    if (a.peers != b.peers) return a.peers < b.peers;
+    return a.expiration > b.expiration;
   });
   return relays;
 }
@@ -48,6 +49,7 @@ Result<RelayListing> parse_relay_listing(const dht::FoundEntry& entry) {
     return bad("the address is not the owner's");
   }
   listing.address = std::move(*address);
+  listing.expiration = entry.expiration;
   return listing;
 }
 

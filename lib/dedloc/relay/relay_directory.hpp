@@ -21,10 +21,13 @@ struct RelayListing {
   net::PeerAddress address;    // always with the relay's PeerID
   std::uint64_t peers = 0;
   std::uint64_t max_peers = 0;
+  // When the listing lapses (unix seconds; 0 when not read from the DHT). A relay refreshes it every ttl/3
+  // with the same ttl, so a later expiration is a more recent refresh: a relay that died stops moving it.
+  double expiration = 0;
 };
 
 Status advertise_relay(dht::Node& node, const RelayListing& relay, Duration ttl, Deadline deadline);
-// The live listings, least loaded first; entries that do not parse, or whose address does not name the
+// The live listings, least loaded first, the most recently refreshed first among equals; entries that do not parse, or whose address does not name the
 // entry's owner, are skipped.
 Result<std::vector<RelayListing>> list_relays(dht::Node& node, Deadline deadline);
 // One entry of the listing as list_relays reads it (the owner subkey and the msgpack value, from anyone):
