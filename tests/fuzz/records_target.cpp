@@ -28,6 +28,7 @@
 
 #include "dedloc/avg/state_transfer.hpp"
 #include "dedloc/dht/record.hpp"
+#include "dedloc/dht/record_schema.hpp"
 #include "dedloc/dht/validator.hpp"
 #include "dedloc/monitor/exposition.hpp"
 #include "dedloc/monitor/history.hpp"
@@ -45,10 +46,7 @@ using namespace dedloc;
 const dht::RecordValidator& validator() {
   static const dht::RecordValidator v = [] {
     dht::RecordValidator out;
-    collab::add_progress_schema(out);
-    collab::add_metrics_schema(out);
-    avg::add_donor_schema(out);
-    relay::add_relay_schema(out);
+    dht::add_run_record_schemas(out);
     return out;
   }();
   return v;

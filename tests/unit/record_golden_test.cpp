@@ -12,6 +12,7 @@
 #include "dedloc/collab/progress.hpp"
 #include "dedloc/crypto/access_token.hpp"
 #include "dedloc/dht/record.hpp"
+#include "dedloc/dht/record_schema.hpp"
 #include "dedloc/dht/validator.hpp"
 #include "dedloc/relay/relay_directory.hpp"
 #include "dedloc/wire/auth_frame.hpp"
@@ -38,10 +39,7 @@ Bytes bytes_of(std::string_view text) { return Bytes(text.begin(), text.end()); 
 const dht::RecordValidator& validator() {
   static const dht::RecordValidator v = [] {
     dht::RecordValidator out;
-    collab::add_progress_schema(out);
-    collab::add_metrics_schema(out);
-    avg::add_donor_schema(out);
-    relay::add_relay_schema(out);
+    dht::add_run_record_schemas(out);
     return out;
   }();
   return v;

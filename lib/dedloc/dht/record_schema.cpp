@@ -68,4 +68,11 @@ void add_record_schema(RecordValidator& validator, const wire::RecordSchema& sch
   validator.add_schema(schema.key_suffix, map_schema(schema.name, schema.fields));
 }
 
+void add_run_record_schemas(RecordValidator& validator) {
+  for (const auto* schema : {&wire::progress_schema(), &wire::metrics_schema(), &wire::donor_schema(),
+                             &wire::relay_schema()}) {
+    add_record_schema(validator, *schema);
+  }
+}
+
 }  // namespace dedloc::dht

@@ -22,5 +22,8 @@ SchemaCheck map_schema(std::string schema_name, std::vector<FieldRule> fields, b
 // Registers a record family's schema with a node's validator (before node.start()): records whose key name
 // ends with schema.key_suffix must be maps of its fields, or withdrawn (empty).
 void add_record_schema(RecordValidator& validator, const wire::RecordSchema& schema);
+// Every schema'd family a run's records use (wire/records.hpp): progress, metrics, donors, relay listings.
+// What a tool that reads a run's records registers, so hostile values never reach it.
+void add_run_record_schemas(RecordValidator& validator);
 
 }  // namespace dedloc::dht
