@@ -442,6 +442,14 @@ class Downloader {
   // until `want` donors answered at the newest epoch answered with no probe still out ranked ahead of them
   // (looking for a spare at `epoch`: one donor there), or a probe timeout after the search began with a
   // live donor found, or nobody is left to probe. An error only when the deadline passed.
+  // "done" for this run: the probe of a donor's liveness, and the word that frees its slot once we leave.
+  wire::AvgStateRequest done_request() const {
+    wire::AvgStateRequest request;
+    request.key = options_.run_id;
+    request.done = true;
+    return request;
+  }
+
   Status find_live(size_t want, std::optional<std::uint64_t> epoch) {
     const Deadline patience = Deadline::after(std::min(options_.probe_timeout, options_.request_timeout));
     size_t next = 0;
@@ -449,20 +457,16 @@ class Downloader {
       size_t probing = in_flight(Kind::kProbe);
       for (; next < donors_.size() && probing < options_.probe_fanout; ++next) {
         if (donors_[next].stage != Stage::kUntried) continue;
-        wire::AvgStateRequest probe;
-        probe.key = options_.run_id;
+        // "done" is answered with the donor's epoch, schema hash and load, and takes no slot.
+        wire::AvgStateRequest probe = done_request();
         probe.codec = static_cast<std::uint64_t>(options_.codec);
-        probe.done = true;  // answered with the donor's epoch, schema hash and load; takes no slot
         send(next, probe, Kind::kProbe);
         donors_[next].stage = Stage::kProbing;
         ++probing;
       }
       if (probing == 0) return {};
       // The live donors worth having: at the newest epoch answered (or the one asked for).
-      std::optional<std::uint64_t> best = epoch;
-      for (const auto& d : donors_) {
-        if (!epoch && d.stage == Stage::kLive && (!best || *d.live_epoch > *best)) best = d.live_epoch;
-      }
+      const std::optional<std::uint64_t> best = epoch ? epoch : newest_live_epoch();
       // Enough when `want` of them have no donor still being probed ranked ahead: a better-ranked donor is
       // waited for (its rank says why: a newer epoch, less load, its owner's priority), at most a probe
       // timeout. Looking for a spare at a known epoch, any live donor there will do.
@@ -498,6 +502,15 @@ class Downloader {
     return {};
   }
 
+  // The newest epoch a live (probed, not yet asked) donor answered with.
+  std::optional<std::uint64_t> newest_live_epoch() const {
+    std::optional<std::uint64_t> newest;
+    for (const auto& d : donors_) {
+      if (d.stage == Stage::kLive && (!newest || *d.live_epoch > *newest)) newest = d.live_epoch;
+    }
+    return newest;
+  }
+
   // The newest epoch of the donors described so far.
   std::optional<std::uint64_t> described_epoch() const {
     std::optional<std::uint64_t> best;
@@ -515,10 +528,7 @@ class Downloader {
       for (const auto& d : donors_) good += d.stage == Stage::kDescribed && d.description->epoch == *best;
       if (good >= options_.max_donors) break;
       // The live donors at the newest epoch they answered with; older ones would only hold their slots.
-      std::optional<std::uint64_t> newest;
-      for (const auto& d : donors_) {
-        if (d.stage == Stage::kLive && (!newest || *d.live_epoch > *newest)) newest = d.live_epoch;
-      }
+      const std::optional<std::uint64_t> newest = newest_live_epoch();
       size_t batch = 0;
       for (size_t i = 0; i < donors_.size() && batch < options_.max_donors - good && newest && (!best || *newest >= *best); ++i) {
         if (donors_[i].stage != Stage::kLive || *donors_[i].live_epoch != *newest) continue;
@@ -685,10 +695,7 @@ class Downloader {
   void notify_done(Donor& d) {
     if (!d.slot) return;
     d.slot = false;
-    wire::AvgStateRequest request;
-    request.key = options_.run_id;
-    request.done = true;
-    client_.call(d.info.address.endpoint, net::Outgoing::of(request), Deadline::after(kDoneTimeout),
+    client_.call(d.info.address.endpoint, net::Outgoing::of(done_request()), Deadline::after(kDoneTimeout),
                  [](Result<net::Incoming>&&) {});
   }
 

@@ -39,7 +39,7 @@ Result<AuxPeerReport> AuxPeer::run(const std::function<bool()>& should_stop) {
         DEDLOC_RETURN_IF_ERROR(averager_->start());
       }
     }
-    if (!help_one_round(report) && wait(options_.retry_interval, should_stop)) break;
+    if (!help_one_round(report) && sleep_unless(options_.retry_interval, should_stop)) break;
   }
   const std::string& run_id = options_.averager.run_id;
   if (auto withdrawn = withdraw_metrics(dht_, run_id, options_.record_ttl, Deadline::after(std::chrono::seconds(2)));
@@ -104,15 +104,6 @@ void AuxPeer::publish_metrics(std::uint64_t epoch, size_t rounds) {
   auto stored = collab::publish_metrics(dht_, options_.averager.run_id, metrics, options_.record_ttl,
                                         Deadline::after(std::chrono::seconds(2)));
   if (!stored.is_ok()) log_.debug("aux") << "metrics record: " << stored.to_string();
-}
-
-bool AuxPeer::wait(Duration duration, const std::function<bool()>& should_stop) const {
-  const Deadline deadline = Deadline::after(duration);
-  while (!deadline.passed()) {
-    if (should_stop()) return true;
-    std::this_thread::sleep_for(std::min<Duration>(deadline.remaining(), std::chrono::milliseconds(50)));
-  }
-  return should_stop();
 }
 
 }  // namespace dedloc::collab

@@ -60,8 +60,6 @@ class AuxPeer {
   // One round: the layout, the trainers' epoch, our metrics, the step. False when there was no layout yet.
   bool help_one_round(AuxPeerReport& report);
   void publish_metrics(std::uint64_t epoch, size_t rounds);
-  // Sleeps `duration` in short slices; true when should_stop said so.
-  bool wait(Duration duration, const std::function<bool()>& should_stop) const;
 
   zmq::context_t& context_;
   dht::Node& dht_;

@@ -1,6 +1,8 @@
 #include "dedloc/core/clock.hpp"
 
+#include <algorithm>
 #include <ctime>
+#include <thread>
 
 namespace dedloc {
 
@@ -20,6 +22,15 @@ std::string format_utc(double unix_seconds) {
   char text[32];
   std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
   return text;
+}
+
+bool sleep_unless(Duration duration, const std::function<bool()>& should_stop) {
+  const Deadline deadline = Deadline::after(duration);
+  while (!deadline.passed()) {
+    if (should_stop()) return true;
+    std::this_thread::sleep_for(std::min<Duration>(deadline.remaining(), std::chrono::milliseconds(50)));
+  }
+  return should_stop();
 }
 
 }  // namespace dedloc

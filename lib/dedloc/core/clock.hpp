@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace dedloc {
@@ -66,6 +67,10 @@ inline Duration from_seconds(double seconds) {
 inline std::int64_t to_ms(Duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
+
+// Sleeps `duration` in slices of at most 50 ms, ending early once `should_stop` says so: a loop's pause
+// that a shutdown request cuts short. True when it ended because of `should_stop`.
+bool sleep_unless(Duration duration, const std::function<bool()>& should_stop);
 
 // Unix seconds as an ISO 8601 UTC time, "2026-11-24T02:01:02Z" (whole seconds), for logs, metadata and CLIs.
 std::string format_utc(double unix_seconds);

@@ -325,9 +325,13 @@ void Node::send_rpc(const Contact& to, net::Outgoing request, Deadline deadline,
 Lookup Node::run_lookup(const PeerId& target, const std::function<net::Outgoing()>& make_request,
                         const AnswerReader& read, Deadline deadline, bool for_value) {
   std::vector<Contact> seeds;
+  std::vector<PeerId> suspects;
   {
     std::lock_guard lock(mutex_);
     seeds = table_.nearest(target, options_.bucket_size);
+    for (const auto& c : seeds) {
+      if (suspected(c.id)) suspects.push_back(c.id);
+    }
   }
   Lookup lookup(target, id(), seeds,
                 LookupOptions{.k = options_.lookup_k,
@@ -335,13 +339,7 @@ Lookup Node::run_lookup(const PeerId& target, const std::function<net::Outgoing(
                               .stall_after = options_.rpc_stall_timeout,
                               .min_stall_after = options_.rpc_min_stall_timeout,
                               .wait_for_nearest = for_value});
-  auto mark_suspects = [&](const std::vector<Contact>& contacts) {
-    std::lock_guard lock(mutex_);
-    for (const auto& c : contacts) {
-      if (suspected(c.id)) lookup.suspect(c.id);
-    }
-  };
-  mark_suspects(seeds);
+  for (const auto& id : suspects) lookup.suspect(id);
   // Shared with the RPC completions: answers that arrive after we gave up land here harmlessly.
   auto inbox = std::make_shared<Inbox>();
   while (!stopping_) {
@@ -368,8 +366,10 @@ Lookup Node::run_lookup(const PeerId& target, const std::function<net::Outgoing(
     {
       std::lock_guard lock(mutex_);
       std::erase_if(*contacts, [&](const Contact& c) { return recently_failed(c.id); });
+      for (const auto& c : *contacts) {
+        if (suspected(c.id)) lookup.suspect(c.id);
+      }
     }
-    mark_suspects(*contacts);
     lookup.on_answer(answer->from.id, *contacts, std::chrono::steady_clock::now());
   }
   return lookup;

@@ -63,10 +63,7 @@ void Monitor::run(const std::function<bool()>& should_stop, Duration interval, c
       log.info("monitor") << summary_line(view_);
       if (on_row) on_row();
     }
-    const Deadline next = Deadline::after(interval);
-    while (!next.passed() && !should_stop()) {
-      std::this_thread::sleep_for(std::min<Duration>(next.remaining(), std::chrono::milliseconds(50)));
-    }
+    sleep_unless(interval, should_stop);
   }
 }
 

@@ -46,7 +46,8 @@ RelayStats ListedRelay::run(const std::function<bool()>& should_stop) {
       if (!listed.is_ok()) log.warn("relay") << "listing in the DHT: " << listed.to_string();
       next_listing = std::chrono::steady_clock::now() + options_.listing_ttl / 3;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Until the next refresh (or at once, unlisted: the server works on its own threads).
+    sleep_unless(node_ ? next_listing - std::chrono::steady_clock::now() : std::chrono::seconds(1), should_stop);
   }
   auto stats = server_.stats();
   log.info("relay") << "stopping: " << stats.attaches << " attach(es), " << stats.forwarded << " request(s) and "

@@ -132,8 +132,6 @@ SwarmPresenceOptions presence_options(const TrainerOptions& options) {
 Trainer::Trainer(zmq::context_t& context, dht::Node& node, const crypto::Identity& identity, Task& task,
                  Optimizer& optimizer, TrainerOptions options)
     : node_(node), task_(task), optimizer_(optimizer), options_(std::move(options)) {
-  options_.averaging.run_id = options_.run_id;
-  options_.averaging.log = options_.log;
   auto parameters = task_.named_parameters();
   parts_ = std::make_unique<Parts>(context, node, identity, parameters, presence_options(options_));
   auto& p = *parts_;
@@ -481,7 +479,7 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
     Logger::Line(options_.log, LogLevel::kInfo, kLog) << "waiting for " << options_.min_peers << " peers in run '" << options_.run_id << "'";
     auto deadline = Deadline::after(options_.wait_for_peers);
     while (p.swarm.others() + 1 < options_.min_peers) {
-      if (should_stop()) {
+      if (stopping()) {
         p.swarm.withdraw_records(leaving_deadline());
         return report;
       }
@@ -497,7 +495,7 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
   }
   p.started = now_seconds();
   p.ema.resume(p.started);
-  auto trained = train_until(should_stop, report);
+  auto trained = train_until(report);
   show_status(tracker.state(), true);
   report.epoch = epoch_;
   report.last_loss = p.loss.last;
@@ -518,10 +516,10 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
   return report;
 }
 
-Status Trainer::train_until(const std::function<bool()>& should_stop, TrainerReport& report) {
+Status Trainer::train_until(TrainerReport& report) {
   auto& p = *parts_;
   auto& tracker = p.swarm.tracker();
-  while (!should_stop()) {
+  while (!stopping()) {
     double now = now_seconds();
     if (options_.max_time_seconds > 0 && now - p.started >= options_.max_time_seconds) break;
     if (options_.max_epochs > 0 && epoch_ >= options_.max_epochs) break;

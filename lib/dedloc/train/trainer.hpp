@@ -132,7 +132,7 @@ class Trainer {
  private:
   struct Parts;
   Status start_in_swarm();
-  Status train_until(const std::function<bool()>& should_stop, TrainerReport& report);
+  Status train_until(TrainerReport& report);  // until stopping(), --max-time or --max-epochs
   // Forward, backward and accumulation of one micro-batch; false when it was dropped (non-finite loss).
   Result<bool> compute_micro_batch();
   void accumulate(const Batch& batch, double loss);

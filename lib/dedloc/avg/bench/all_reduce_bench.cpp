@@ -72,8 +72,6 @@ Result<BenchReport> run_all_reduce_bench(const BenchOptions& o, const BenchPlan&
     if (!bytes) return bytes.status();
     auto hello = PeerHello::decode(*bytes);
     if (!hello) return error(Code::kMalformed, "peer " + std::to_string(i) + " sent a bad hello");
-    peers[i].endpoint = hello->endpoint;
-    peers[i].id = hello->id;
     group.members.push_back({hello->id, hello->endpoint, plan.counts[i], static_cast<double>(i + 1)});
   }
   group.length = plan.elements;

@@ -11,7 +11,6 @@
 
 #include "dedloc/avg/bench/bench_peer.hpp"
 #include "dedloc/avg/bench/pipe_protocol.hpp"
-#include "dedloc/crypto/peer_id.hpp"
 
 namespace dedloc::avg::bench {
 
@@ -19,8 +18,6 @@ struct PeerProcess {
   pid_t pid = -1;
   int to_child = -1;
   int from_child = -1;
-  std::string endpoint;  // from its hello
-  crypto::PeerId id;     // from its hello
   bool reaped = false;
 };
 

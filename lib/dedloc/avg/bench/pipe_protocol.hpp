@@ -56,7 +56,6 @@ class PipeWriter {
 class PipeReader {
  public:
   explicit PipeReader(ByteSpan data) : data_(data) {}
-  std::uint8_t u8() { return read<std::uint8_t>(); }
   std::uint32_t u32() { return read<std::uint32_t>(); }
   std::uint64_t u64() { return read<std::uint64_t>(); }
   double f64() { return read<double>(); }
