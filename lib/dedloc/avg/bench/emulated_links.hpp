@@ -31,8 +31,4 @@ class EmulatedLinks {
   bool bridge_up_ = false;
 };
 
-// Runs a command (argv[0] looked up in PATH) and waits for it, at most `timeout`: kUnavailable when it
-// cannot start or fails, kTimeout (and killed) when it takes too long.
-Status run_command(const std::vector<std::string>& args, Duration timeout = std::chrono::seconds(20));
-
 }  // namespace dedloc::avg::bench

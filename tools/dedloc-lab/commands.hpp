@@ -1,0 +1,19 @@
+// dedloc-lab's subcommands: each adds its flags to the app and runs when chosen.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace dedloc::lab_tool {
+
+struct UpOptions {
+  size_t hosts = 2;
+  std::string rtt = "0", jitter = "0", rate = "0", upload, download, loss = "0", queue = "0";
+  int mtu = 65000;
+  std::uint64_t seed = 1;
+  bool json = false;
+};
+
+void add_up_flags(CLI::App& up, UpOptions& options);
+int run_up(const UpOptions& options);
+
+}  // namespace dedloc::lab_tool
