@@ -50,7 +50,12 @@ class BenchCommand final : public Command {
         ->delimiter(',');
     sub->add_flag("--uniform", o_.uniform, "equal shares even with --bandwidths (to compare with the planner's)");
     sub->add_flag("--emulate-links", o_.emulate_links,
-                  "limit each peer's link to its --bandwidths rate, both ways (network namespaces + tc tbf; root)");
+                  "each peer behind an emulated link of its --bandwidths rate both ways (the lab's emulator, "
+                  "docs/lab.md; root)");
+    sub->add_option("--rtt", o_.rtt, "with --emulate-links: round trip between two peers, e.g. 100ms")
+        ->capture_default_str();
+    sub->add_option("--loss", o_.loss, "with --emulate-links: loss of each packet a peer sends, e.g. 0.5%")
+        ->capture_default_str();
     sub->add_option("--timeout", o_.timeout_seconds, "seconds one round (and start-up) may take")->capture_default_str();
     return sub;
   }
@@ -99,6 +104,8 @@ class BenchCommand final : public Command {
       j["shares"] = plan.planned ? "planner" : "uniform";
       j["counts"] = plan.counts;
       j["emulated_links"] = o_.emulate_links;
+      j["rtt_s"] = std::chrono::duration<double>(plan.rtt).count();
+      j["loss"] = plan.loss;
       j["encrypted"] = !common.plaintext;
       j["times_s"] = times;
       j["peer_times_s"] = per_peer;

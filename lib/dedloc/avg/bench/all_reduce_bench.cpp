@@ -41,7 +41,6 @@ Result<BenchReport> run_all_reduce_bench(const BenchOptions& o, const BenchPlan&
   setup.codec = plan.codec;
   setup.round_timeout = from_seconds(o.timeout_seconds);
   setup.idle_timeout = from_seconds(2 * o.timeout_seconds + 60);
-  setup.own_netns = o.emulate_links;
   setup.encrypted = o.encrypted;
   setup.name = o.name;
   // No faults are expected here: the sender and reducer timeouts only keep a stuck round from hanging.
@@ -52,16 +51,22 @@ Result<BenchReport> run_all_reduce_bench(const BenchOptions& o, const BenchPlan&
   setup.all_reduce.reducer_timeout = from_seconds(o.timeout_seconds * 3 / 4);
 
   // Declared first, destroyed last: the peers are reaped (killed at once on an error) before the links go.
-  EmulatedLinks links;
+  std::unique_ptr<EmulatedLinks> links;
+  if (o.emulate_links) {
+    auto made = EmulatedLinks::create(plan.rates, plan.rtt, plan.loss);
+    if (!made) return made.status().with_context("--emulate-links");
+    links = std::move(*made);
+    setup.netns = links->namespaces();
+  }
   PeerProcesses peers(interrupted);
   DEDLOC_RETURN_IF_ERROR(peers.fork_all(o.peers, setup));
+  if (links) links->start();
   const Deadline startup = Deadline::after(from_seconds(o.timeout_seconds));
   for (size_t i = 0; i < peers.size(); ++i) {
     if (auto ready = peers.receive(i, PipeMessage::kReady, startup); !ready) return ready.status();
   }
-  if (o.emulate_links) DEDLOC_RETURN_IF_ERROR(links.setup(peers, plan.rates).with_context("--emulate-links"));
   for (size_t i = 0; i < peers.size(); ++i) {
-    const std::string host = o.emulate_links ? EmulatedLinks::host_of(i) : "127.0.0.1";
+    const std::string host = links ? links->host_of(i) : "127.0.0.1";
     PipeWriter w;
     w.bytes(as_bytes(host));
     DEDLOC_RETURN_IF_ERROR(peers.send(i, PipeMessage::kListen, w));

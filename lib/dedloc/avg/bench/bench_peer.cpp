@@ -1,6 +1,5 @@
 #include "dedloc/avg/bench/bench_peer.hpp"
 
-#include <sched.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include "dedloc/avg/bench/synthetic_vector.hpp"
 #include "dedloc/avg/group.hpp"
 #include "dedloc/crypto/identity.hpp"
+#include "dedloc/lab/lab_network.hpp"
 
 namespace dedloc::avg::bench {
 namespace {
@@ -47,9 +47,8 @@ int run_bench_peer(const BenchPeerSetup& setup, int from_parent, int to_parent) 
     std::cerr << setup.name << ": peer " << setup.index << ": " << status.to_string() << "\n";
     return 1;
   };
-  if (setup.own_netns && ::unshare(CLONE_NEWNET) != 0) {
-    return fail(error(Code::kUnavailable, std::string("unshare(CLONE_NEWNET): ") + std::strerror(errno) +
-                                              " (--emulate-links needs root)"));
+  if (setup.index < setup.netns.size()) {
+    if (auto entered = lab::enter_netns(setup.netns[setup.index]); !entered.is_ok()) return fail(entered);
   }
   if (auto s = send_pipe_message(to_parent, PipeMessage::kReady); !s.is_ok()) return fail(s);
   auto listen = receive_pipe_message(from_parent, Deadline::after(setup.idle_timeout));

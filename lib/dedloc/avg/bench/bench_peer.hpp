@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dedloc/avg/all_reduce.hpp"
 #include "dedloc/avg/codec.hpp"
@@ -20,7 +21,7 @@ struct BenchPeerSetup {
   AllReduceOptions all_reduce;
   Duration round_timeout{};  // one AllReduce::run
   Duration idle_timeout{};   // waiting for the parent's next command
-  bool own_netns = false;    // unshare a network namespace first (emulated links: the parent wires it)
+  std::vector<std::string> netns;  // per peer: the lab host (network namespace) to enter first; empty: none
   bool encrypted = true;     // CURVE, as the tools run by default
   std::string name = "bench";  // prefixes the errors it writes to stderr ("NAME: peer I: ...")
 };

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "dedloc/lab/link_spec.hpp"
 #include "dedloc/net/transport_security.hpp"
 #include "dedloc/plan/group_shares.hpp"
 #include "dedloc/plan/units.hpp"
@@ -73,7 +74,14 @@ Result<BenchPlan> plan_all_reduce_bench(const BenchOptions& o) {
   } else {
     for (size_t i = 0; i < o.peers; ++i) plan.counts.push_back(plan.elements / o.peers + (i < plan.elements % o.peers ? 1 : 0));
   }
-  if (o.emulate_links && ::geteuid() != 0) return usage("--emulate-links needs root (network namespaces, tc)");
+  if (o.emulate_links && ::geteuid() != 0) return usage("--emulate-links needs root (network namespaces, TUN devices)");
+  auto rtt = lab::parse_duration(o.rtt, "--rtt");
+  if (!rtt) return rtt.status();
+  auto loss = lab::parse_probability(o.loss, "--loss");
+  if (!loss) return loss.status();
+  if ((*rtt > Duration::zero() || *loss > 0) && !o.emulate_links) return usage("--rtt and --loss need --emulate-links");
+  plan.rtt = *rtt;
+  plan.loss = *loss;
   if (o.encrypted) DEDLOC_RETURN_IF_ERROR(net::require_curve());
   return plan;
 }

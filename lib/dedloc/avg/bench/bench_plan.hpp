@@ -23,7 +23,9 @@ struct BenchOptions {
   size_t part_kib = 512;  // KiB of float32 per part: the part grid, sized as training sizes it (plan below)
   std::vector<std::string> bandwidths;  // per peer ("1Gbit", "100Mbit"): planner shares
   bool uniform = false;                 // equal shares even when bandwidths are given
-  bool emulate_links = false;           // limit each peer's link to its bandwidth (emulated_links.hpp; root)
+  bool emulate_links = false;           // each peer a lab host behind emulated links (emulated_links.hpp; root)
+  std::string rtt = "0";                // with emulate_links: the round trip between two peers (e.g. 100ms)
+  std::string loss = "0";               // with emulate_links: the loss of each packet a peer sends (e.g. 0.5%)
   bool encrypted = true;                // CURVE between the peers, as the tools run by default
   double timeout_seconds = 120;         // one round; also bounds start-up and shutdown
   std::string name = "dedloc-avg bench";  // prefixes what the peer processes write to stderr
@@ -40,6 +42,8 @@ struct BenchPlan {
   std::vector<double> rates;          // bytes/s per peer, when bandwidths were given
   std::vector<std::uint64_t> counts;  // elements each peer reduces
   bool planned = false;               // counts from plan::plan_group_shares (else equal)
+  Duration rtt{0};                    // emulated links: round trip and one-way loss
+  double loss = 0;
 };
 
 // Validates `options` (including, with emulate_links, that this process runs as root, and, when

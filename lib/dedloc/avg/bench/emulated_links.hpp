@@ -1,34 +1,42 @@
-// Uneven links for the all-reduce benchmark (root only): every peer process gets its own network
-// namespace, joined to the others by a veth pair on a bridge, and a token-bucket (tc tbf) limit of its
-// rate on both directions. Built with the ip, nsenter and tc commands.
+// Internet-like links for the all-reduce benchmark (root only): every peer process is a lab host (its own
+// network namespace behind a TUN device, lib/dedloc/lab) and the lab's user-space emulator gives each its
+// rate both ways, the round trip between any two peers and the loss of the packets it sends.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "dedloc/avg/bench/peer_processes.hpp"
+#include "dedloc/core/status.hpp"
+#include "dedloc/lab/emulator.hpp"
+#include "dedloc/lab/lab_network.hpp"
 
 namespace dedloc::avg::bench {
 
 class EmulatedLinks {
  public:
-  EmulatedLinks();
-  // Deletes the bridge (the veth pairs go with their namespaces).
+  // Makes one lab host per rate (bytes/s both ways). Call before forking the peers (it runs `ip` and
+  // waits; no thread is left behind).
+  static Result<std::unique_ptr<EmulatedLinks>> create(const std::vector<double>& rates, Duration rtt, double loss);
+  // Stops the emulator, then removes the hosts (killing whatever still runs in them).
   ~EmulatedLinks();
   EmulatedLinks(const EmulatedLinks&) = delete;
   EmulatedLinks& operator=(const EmulatedLinks&) = delete;
 
+  std::vector<std::string> namespaces() const;
   // The address peer i binds in its namespace.
-  static std::string host_of(size_t i);
+  std::string host_of(size_t i) const { return network_->host(i).address; }
 
-  // Wires every peer (each already in its own namespace, BenchPeerSetup::own_netns) to the bridge, its link
-  // limited to rates[i] bytes/s both ways. kUnavailable naming the command that failed.
-  Status setup(PeerProcesses& peers, const std::vector<double>& rates);
+  // Starts forwarding (a thread: call after the peers are forked).
+  void start();
 
  private:
-  std::string bridge() const { return "dlbr" + tag_; }
-  std::string tag_;
-  bool bridge_up_ = false;
+  EmulatedLinks(std::unique_ptr<lab::LabNetwork> network, std::vector<lab::HostLink> links);
+
+  std::unique_ptr<lab::LabNetwork> network_;
+  lab::Emulator emulator_;
+  std::thread loop_;
 };
 
 }  // namespace dedloc::avg::bench

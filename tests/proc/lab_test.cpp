@@ -1,0 +1,142 @@
+// The internet lab on this machine (root, network namespaces, /dev/net/tun): the emulator's delay and NAT
+// seen from real sockets, and the butterfly all-reduce averaging exactly over long, rate-limited links.
+// Without namespaces or TUN the whole binary reports SKIPPED with the reason (exit 77).
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <regex>
+#include <thread>
+
+#include "dedloc/avg/bench/all_reduce_bench.hpp"
+#include "dedloc/lab/emulator.hpp"
+#include "dedloc/lab/link_spec.hpp"
+#include "support/process.hpp"
+#include "support/skip.hpp"
+
+using namespace dedloc;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::unique_ptr<lab::LabNetwork> make_lab_or_skip(size_t hosts) {
+  auto network = lab::LabNetwork::create(hosts);
+  if (!network) test::skip_test("the lab cannot run here: " + network.status().to_string());
+  return std::move(*network);
+}
+
+// The emulator on its own thread for the scope of a test.
+struct RunningEmulator {
+  RunningEmulator(const lab::LabNetwork& network, std::vector<lab::HostLink> links, std::vector<bool> nat)
+      : emulator(network, std::move(links), std::move(nat), 1), loop([this] { (void)emulator.run(); }) {}
+  ~RunningEmulator() {
+    emulator.stop();
+    loop.join();
+  }
+  lab::Emulator emulator;
+  std::thread loop;
+};
+
+// From inside host `from`'s namespace (this thread only), a TCP connection to address:port within 1 s.
+bool connects(const lab::LabNetwork& network, size_t from, const std::string& address, int port) {
+  bool ok = false;
+  std::thread([&] {
+    if (!lab::enter_netns(network.host(from).netns).is_ok()) return;
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<std::uint16_t>(port));
+    ::inet_pton(AF_INET, address.c_str(), &to.sin_addr);
+    ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to);
+    pollfd p{fd, POLLOUT, 0};
+    int err = -1;
+    socklen_t len = sizeof err;
+    if (::poll(&p, 1, 1000) == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    ok = err == 0;
+    ::close(fd);
+  }).join();
+  return ok;
+}
+
+// A listening TCP socket inside host `at`'s namespace (the socket stays in that namespace); -1 on failure.
+// Made on a thread of its own: setns() moves only the calling thread, and Catch2 asserts stay on the main one.
+int listen_in(const lab::LabNetwork& network, size_t at, int port) {
+  int fd = -1;
+  std::thread([&] {
+    if (!lab::enter_netns(network.host(at).netns).is_ok()) return;
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in here{};
+    here.sin_family = AF_INET;
+    here.sin_port = htons(static_cast<std::uint16_t>(port));
+    if (::bind(s, reinterpret_cast<sockaddr*>(&here), sizeof here) == 0 && ::listen(s, 8) == 0) {
+      fd = s;
+    } else {
+      ::close(s);
+    }
+  }).join();
+  return fd;  // -1 if it failed
+}
+
+}  // namespace
+
+TEST_CASE("Lab: ping sees twice the configured one-way delay", "[proc][lab]") {
+  auto network = make_lab_or_skip(2);
+  const auto link = lab::host_link({.rtt = milliseconds(40), .upload = 12.5e6, .download = 12.5e6});
+  RunningEmulator running(*network, {link, link}, {false, false});
+  auto ping = test::run_command("ip netns exec " + network->host(0).netns + " ping -n -c 5 -i 0.2 -W 2 " +
+                                network->host(1).address);
+  INFO(ping.output);
+  REQUIRE(ping.exit_code == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(ping.output, m, std::regex(R"(= ([0-9.]+)/([0-9.]+)/([0-9.]+)/)")));
+  const double average_ms = std::stod(m[2].str());
+  CHECK(average_ms >= 40);
+  CHECK(average_ms <= 41);  // within 1 ms of 2 × 20 ms
+}
+
+TEST_CASE("Lab: a host behind NAT connects out but accepts nothing in", "[proc][lab]") {
+  auto network = make_lab_or_skip(2);
+  const auto link = lab::host_link({.rtt = milliseconds(2)});
+  RunningEmulator running(*network, {link, link}, {false, true});  // host 1 is behind NAT
+  const int public_listener = listen_in(*network, 0, 7001);
+  const int home_listener = listen_in(*network, 1, 7001);
+  REQUIRE(public_listener >= 0);
+  REQUIRE(home_listener >= 0);
+  CHECK(connects(*network, 1, network->host(0).address, 7001));      // out: fine
+  CHECK_FALSE(connects(*network, 0, network->host(1).address, 7001));  // in: dropped
+  CHECK(running.emulator.stats().dropped_nat > 0);
+  ::close(public_listener);
+  ::close(home_listener);
+}
+
+TEST_CASE("Lab: 4 peers average exactly over 100 ms, 100 Mbit/s links with loss", "[proc][lab][avg]") {
+  make_lab_or_skip(1);  // the reason, if the lab cannot run here
+  avg::bench::BenchOptions options;
+  options.peers = 4;
+  options.size = "4MiB";
+  options.rounds = 1;
+  options.encrypted = false;
+  options.emulate_links = true;
+  options.bandwidths = {"100Mbit", "100Mbit", "100Mbit", "100Mbit"};
+  options.uniform = true;
+  options.rtt = "100ms";
+  options.loss = "0.5%";
+  options.timeout_seconds = 40;
+  options.name = "lab test";
+  auto plan = avg::bench::plan_all_reduce_bench(options);
+  REQUIRE(plan.is_ok());
+  auto report = avg::bench::run_all_reduce_bench(options, *plan);
+  INFO(report.status().to_string());
+  REQUIRE(report.is_ok());
+  INFO(report->wrong_why);
+  CHECK_FALSE(report->wrong);
+  REQUIRE(report->rounds.size() == 1);
+  CHECK(report->max_rel_error <= 1e-6);  // the weighted mean, known in closed form (synthetic_vector.hpp)
+  // The links really are slow: every peer's link carries 2 × 3/4 of 4 MiB each way at 12.5 MB/s (0.5 s),
+  // and the round needs at least one round trip.
+  CHECK(report->median_seconds >= 0.5);
+}
