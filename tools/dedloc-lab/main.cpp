@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
                "packets per host and direction, and keeps hosts behind NAT unreachable from outside.",
                "dedloc-lab"};
   app.require_subcommand(1);
+  app.fallthrough();  // the common flags may follow the subcommand: dedloc-lab up --json
   cli::add_common_flags(app, common, {.json = true});
 
   lab_tool::UpOptions up_options;
