@@ -50,13 +50,28 @@ def free_port():
         return s.getsockname()[1]
 
 
-def rank_main(rank, world, port, elements, rounds, timeout, results):
+def enter_lab_host(netns):
+    """Moves this process into a lab host's network namespace (`dedloc-lab up`, docs/lab.md) and points
+    gloo at its one link: gloo otherwise picks its interface from the hostname, which resolves to loopback."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open(f"/run/netns/{netns}") as f:
+        if libc.setns(f.fileno(), 0x40000000) != 0:  # CLONE_NEWNET
+            raise OSError(ctypes.get_errno(), f"setns into {netns}")
+    os.environ["GLOO_SOCKET_IFNAME"] = next(name for _, name in socket.if_nameindex() if name != "lo")
+
+
+def rank_main(rank, world, port, elements, rounds, timeout, results, lab_hosts=None):
     try:
+        master = "127.0.0.1"
+        if lab_hosts:
+            enter_lab_host(lab_hosts[rank][0])
+            master = lab_hosts[0][1]
         import torch
         import torch.distributed as dist
         from datetime import timedelta
 
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+        dist.init_process_group("gloo", init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
                                 timeout=timedelta(seconds=timeout))
         tensor = torch.full((elements,), float(rank + 1), dtype=torch.float32)
         expected = world * (world + 1) / 2
@@ -87,7 +102,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds (after one warm-up round)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds the whole run may take")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    parser.add_argument("--lab-hosts", default="", help="run rank i in the i-th lab host of a running `dedloc-lab up`, "
+                        "given as NETNS@ADDRESS,... (root; bench/lab/run.sh)")
     args = parser.parse_args()
+    lab_hosts = [tuple(h.split("@", 1)) for h in args.lab_hosts.split(",")] if args.lab_hosts else None
+    if lab_hosts and (len(lab_hosts) != args.peers or any(len(h) != 2 for h in lab_hosts)):
+        parser.error(f"--lab-hosts needs one NETNS@ADDRESS per rank ({args.peers})")
     if not 2 <= args.peers <= 64 or args.rounds < 1:
         parser.error("--peers must be 2-64 and --rounds at least 1")
     try:
@@ -103,8 +123,8 @@ def main():
     elements = args.size // 4
     ctx = mp.get_context("fork")
     results = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=rank_main, args=(r, args.peers, port, elements, args.rounds, args.timeout, results),
+    port = free_port() if not lab_hosts else 29500  # a lab host is a fresh namespace: the port is free
+    procs = [ctx.Process(target=rank_main, args=(r, args.peers, port, elements, args.rounds, args.timeout, results, lab_hosts),
                          daemon=True) for r in range(args.peers)]
     for p in procs:
         p.start()

@@ -4,8 +4,9 @@
 //   dedloc-avg bench --peers 4 --size 64MiB [--codec fp16] [--rounds 5] [--window 2] [--part-kib 512]
 //                    [--bandwidths 1Gbit,100Mbit,100Mbit,100Mbit [--uniform] [--emulate-links]] [--json]
 //
-// Without --emulate-links (root only: network namespaces and tc), --bandwidths only changes the shares
-// (plan::plan_group_shares).
+// Without --emulate-links (root only: lab hosts behind the lab's link emulator, docs/lab.md), --bandwidths
+// only changes the shares (plan::plan_group_shares). --lab-hosts runs the peers in a lab made by
+// `dedloc-lab up` instead (bench/lab/run.sh, which runs gloo in the same hosts).
 //
 // Exit codes: 0 ok; 1 wrong results, a peer failed or died; 2 usage; 5 a deadline passed; 130 interrupted.
 #include <cstdio>
@@ -56,6 +57,9 @@ class BenchCommand final : public Command {
         ->capture_default_str();
     sub->add_option("--loss", o_.loss, "with --emulate-links: loss of each packet a peer sends, e.g. 0.5%")
         ->capture_default_str();
+    sub->add_option("--lab-hosts", o_.lab_hosts,
+                    "run peer i in the i-th lab host of a running `dedloc-lab up`, given as NETNS@ADDRESS,... (root)")
+        ->delimiter(',');
     sub->add_option("--timeout", o_.timeout_seconds, "seconds one round (and start-up) may take")->capture_default_str();
     return sub;
   }

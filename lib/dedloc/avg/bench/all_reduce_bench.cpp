@@ -57,6 +57,8 @@ Result<BenchReport> run_all_reduce_bench(const BenchOptions& o, const BenchPlan&
     if (!made) return made.status().with_context("--emulate-links");
     links = std::move(*made);
     setup.netns = links->namespaces();
+  } else {
+    setup.netns = plan.netns;
   }
   PeerProcesses peers(interrupted);
   DEDLOC_RETURN_IF_ERROR(peers.fork_all(o.peers, setup));
@@ -66,7 +68,7 @@ Result<BenchReport> run_all_reduce_bench(const BenchOptions& o, const BenchPlan&
     if (auto ready = peers.receive(i, PipeMessage::kReady, startup); !ready) return ready.status();
   }
   for (size_t i = 0; i < peers.size(); ++i) {
-    const std::string host = links ? links->host_of(i) : "127.0.0.1";
+    const std::string host = links ? links->host_of(i) : plan.addresses.empty() ? "127.0.0.1" : plan.addresses[i];
     PipeWriter w;
     w.bytes(as_bytes(host));
     DEDLOC_RETURN_IF_ERROR(peers.send(i, PipeMessage::kListen, w));

@@ -82,6 +82,21 @@ Result<BenchPlan> plan_all_reduce_bench(const BenchOptions& o) {
   if ((*rtt > Duration::zero() || *loss > 0) && !o.emulate_links) return usage("--rtt and --loss need --emulate-links");
   plan.rtt = *rtt;
   plan.loss = *loss;
+  if (!o.lab_hosts.empty()) {
+    if (o.emulate_links) return usage("--lab-hosts and --emulate-links exclude each other");
+    if (o.lab_hosts.size() != o.peers) {
+      return usage("--lab-hosts needs one NETNS@ADDRESS per peer (" + std::to_string(o.peers) + "), got " +
+                   std::to_string(o.lab_hosts.size()));
+    }
+    for (const auto& host : o.lab_hosts) {
+      const size_t at = host.find('@');
+      if (at == std::string::npos || at == 0 || at + 1 == host.size()) {
+        return usage("--lab-hosts: '" + host + "' is not NETNS@ADDRESS (as dedloc-lab up prints them)");
+      }
+      plan.netns.push_back(host.substr(0, at));
+      plan.addresses.push_back(host.substr(at + 1));
+    }
+  }
   if (o.encrypted) DEDLOC_RETURN_IF_ERROR(net::require_curve());
   return plan;
 }

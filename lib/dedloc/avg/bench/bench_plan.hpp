@@ -26,6 +26,10 @@ struct BenchOptions {
   bool emulate_links = false;           // each peer a lab host behind emulated links (emulated_links.hpp; root)
   std::string rtt = "0";                // with emulate_links: the round trip between two peers (e.g. 100ms)
   std::string loss = "0";               // with emulate_links: the loss of each packet a peer sends (e.g. 0.5%)
+  // Lab hosts made elsewhere (`dedloc-lab up`), one per peer, as NETNS@ADDRESS: peer i runs in the i-th
+  // namespace and binds its address, and the links are whatever that lab emulates (bench/lab/run.sh
+  // runs gloo in the same hosts). Not with emulate_links.
+  std::vector<std::string> lab_hosts;
   bool encrypted = true;                // CURVE between the peers, as the tools run by default
   double timeout_seconds = 120;         // one round; also bounds start-up and shutdown
   std::string name = "dedloc-avg bench";  // prefixes what the peer processes write to stderr
@@ -43,6 +47,8 @@ struct BenchPlan {
   std::vector<std::uint64_t> counts;  // elements each peer reduces
   bool planned = false;               // counts from plan::plan_group_shares (else equal)
   Duration rtt{0};                    // emulated links: round trip and one-way loss
+  std::vector<std::string> netns;     // lab hosts (--lab-hosts): each peer's namespace and address
+  std::vector<std::string> addresses;
   double loss = 0;
 };
 
