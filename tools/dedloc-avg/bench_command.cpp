@@ -41,7 +41,11 @@ class BenchCommand final : public Command {
     sub->add_option("--size", o_.size, "vector size in bytes of float32: 64MiB, 256MiB, 1GiB, 100MB")->capture_default_str();
     sub->add_option("--codec", o_.codec, "part compression: none, fp16, scaled-fp16, uint8, blockwise8")->capture_default_str();
     sub->add_option("--rounds", o_.rounds, "timed rounds (after one warm-up round)")->capture_default_str();
-    sub->add_option("--window", o_.window, "parts in flight to each reducer")->capture_default_str();
+    sub->add_option("--window", o_.window, "parts in flight to each reducer, at least")->capture_default_str();
+    sub->add_option("--max-window", o_.max_window,
+                    "parts in flight to each reducer, at most (the window grows with the measured bandwidth-delay "
+                    "product); = --window fixes it")
+        ->capture_default_str();
     sub->add_option("--max-in-flight", o_.max_in_flight, "parts in flight to all reducers together (0: no cap)")
         ->capture_default_str();
     sub->add_option("--part-kib", o_.part_kib,
@@ -102,6 +106,7 @@ class BenchCommand final : public Command {
       j["codec"] = avg::codec_name(plan.codec);
       j["rounds"] = o_.rounds;
       j["window"] = o_.window;
+      j["max_window"] = o_.max_window;
       j["max_in_flight"] = o_.max_in_flight;
       j["part_kib"] = o_.part_kib;
       j["part_elements"] = plan.part_elements;

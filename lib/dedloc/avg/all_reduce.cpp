@@ -5,6 +5,7 @@
 #include <deque>
 
 #include "dedloc/avg/float_ops.hpp"
+#include "dedloc/avg/in_flight_window.hpp"
 #include "dedloc/avg/reducer.hpp"
 #include "dedloc/core/memory.hpp"
 
@@ -87,6 +88,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
     size_t in_flight = 0;
     size_t unresolved = 0;   // parts whose outcome (delta or giving up) is still to come
     bool failed = false;
+    std::vector<std::pair<TimePoint, std::uint64_t>> sent = {};  // per part: when, and its window ticket
   };
 
   net::Client* client = nullptr;
@@ -109,6 +111,8 @@ struct Sender : std::enable_shared_from_this<Sender> {
   std::deque<Retry> retries;
   std::uint64_t averaged_elements = 0;
   Logger* log = nullptr;
+  std::optional<InFlightWindow> window;  // set before the first send
+  std::uint64_t part_bytes = 0;           // a whole part on the wire, for the window's arithmetic
 
   bool done_locked() const {
     return std::all_of(reducers.begin(), reducers.end(), [](const ToReducer& r) { return r.unresolved == 0; });
@@ -121,11 +125,14 @@ struct Sender : std::enable_shared_from_this<Sender> {
     size_t total = 0;
     for (const ToReducer& r : reducers) total += r.in_flight;
     const size_t cap = options.max_in_flight == 0 ? SIZE_MAX : options.max_in_flight;
+    const size_t active = static_cast<size_t>(
+        std::count_if(reducers.begin(), reducers.end(), [](const ToReducer& r) { return !r.failed; }));
+    const size_t per_reducer = window->per_reducer(active, part_bytes);
     while (total < cap) {
       size_t best = reducers.size();
       for (size_t slot = 0; slot < reducers.size(); ++slot) {
         const ToReducer& r = reducers[slot];
-        if (r.failed || r.in_flight >= options.window || r.next >= r.parts.size()) continue;
+        if (r.failed || r.in_flight >= per_reducer || r.next >= r.parts.size()) continue;
         // Less of its share sent (r.next / r.parts.size() smaller), compared without division.
         if (best == reducers.size() || r.next * reducers[best].parts.size() < reducers[best].next * r.parts.size()) {
           best = slot;
@@ -146,6 +153,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
     std::vector<zmq::message_t> frames;
     frames.push_back(std::move(frame));
     ++r.in_flight;
+    r.sent[position] = {std::chrono::steady_clock::now(), window->ticket()};
     Deadline part_deadline = Deadline::after(std::min(options.reducer_timeout, deadline.remaining()));
     client->call(group->member(r.member).endpoint,
                  net::Outgoing::of(wire::AvgPart{group->id(), part.index, weight,
@@ -173,7 +181,10 @@ struct Sender : std::enable_shared_from_this<Sender> {
     }
     --r.unresolved;
     Status applied = reply ? apply(part, *reply) : reply.status();
-    if (!applied.is_ok()) {
+    if (applied.is_ok()) {
+      const auto [sent_at, ticket] = r.sent[position];
+      window->on_delivered(encoded_bytes(options.codec, part.size()), std::chrono::steady_clock::now() - sent_at, ticket);
+    } else {
       Code code = applied.code();
       if (code == Code::kTimeout || code == Code::kUnavailable || code == Code::kCancelled ||
           code == Code::kRefused) {
@@ -351,8 +362,11 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
         auto parts = group.parts_of(m);
         if (m == *me || parts.empty()) continue;
         sender->reducers.push_back({m, parts, 0, 0, parts.size(), false});
+        sender->reducers.back().sent.resize(parts.size());
       }
     }
+    sender->window.emplace(options.window, std::max(options.window, options.max_window), learned_window_);
+    sender->part_bytes = encoded_bytes(options.codec, group.largest_part());
     sender->fill_windows(deadline);
   }
 
@@ -398,6 +412,10 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
                                                                     : static_cast<double>(averaged) / static_cast<double>(group.length());
   }
   for (size_t m : reducer->banned()) result.banned_senders.push_back(group.member(m).id);
+  {
+    std::lock_guard lock(sender->mutex);
+    if (!sender->reducers.empty()) learned_window_ = sender->window->per_reducer(sender->reducers.size(), sender->part_bytes);
+  }
   {
     std::lock_guard lock(mutex_);
     rounds_.erase(group.id());

@@ -3,11 +3,13 @@
 // deltas they return. Senders keep `window` parts in flight per reducer, so sending, reducing and
 // returning overlap.
 //
-// The window: a sender has (reducers × window) parts in flight, so even window 2 keeps 3 MiB moving per
-// sender in a group of 4 with 512 KiB parts, more than a 100 Mbit/s × 100 ms path holds. Larger windows
-// cost CPU without gaining bandwidth on fast links: parts wait longer in queues and socket buffers and go
-// cold in cache before they are reduced (bench/allreduce/README.md: on loopback with 4 peers, window 8
-// took about 1.5x the CPU time of window 2 per round). Raise it for long fat paths (1 Gbit/s × 100 ms).
+// The window: a sender keeps between `window` and `max_window` parts in flight per reducer, sized during
+// the round from the delivery rate and part round trip it measures (in_flight_window.hpp), and starting
+// where the previous round ended. On loopback the measured bandwidth-delay product is tiny and `window`
+// holds: larger windows there cost CPU without gaining bandwidth (parts wait longer in queues and go cold
+// in cache: bench/allreduce/README.md, window 8 took about 1.5x the CPU of window 2). On long paths a
+// part takes hundreds of milliseconds to come back averaged, and the window grows to keep the link busy
+// (bench/lab/README.md). max_window == window fixes it.
 //
 // Faults never make a member wait longer than its timeouts: a reducer bans senders silent past
 // `sender_timeout` (their missing parts are averaged without them); a sender gives up on a reducer that
@@ -36,7 +38,8 @@ namespace dedloc::avg {
 
 struct AllReduceOptions {
   Codec codec = Codec::kNone;                        // of the parts we send (deltas come back in it too)
-  size_t window = 2;                                 // parts in flight to each reducer (see above)
+  size_t window = 2;                                 // parts in flight to each reducer, at least (see above)
+  size_t max_window = 32;                            // ... and at most
   size_t max_in_flight = 0;                          // parts in flight to all reducers together; 0: no cap
   Duration sender_timeout = std::chrono::seconds(15);
   Duration reducer_timeout = std::chrono::seconds(30);
@@ -129,6 +132,7 @@ class AllReduce {
   std::vector<float> reduce_scratch_;  // the reducer's decoded parts
   std::vector<float> send_scratch_;    // decoded deltas (on the client's loop thread)
   std::shared_ptr<FramePool> frames_;  // the memory of the parts we send (lent to ZeroMQ, given back)
+  size_t learned_window_ = 0;          // the window the last round ended with: the next one starts there
 };
 
 }  // namespace dedloc::avg

@@ -46,6 +46,7 @@ Result<BenchReport> run_all_reduce_bench(const BenchOptions& o, const BenchPlan&
   // No faults are expected here: the sender and reducer timeouts only keep a stuck round from hanging.
   setup.all_reduce.codec = plan.codec;
   setup.all_reduce.window = o.window;
+  setup.all_reduce.max_window = o.max_window;
   setup.all_reduce.max_in_flight = o.max_in_flight;
   setup.all_reduce.sender_timeout = from_seconds(o.timeout_seconds / 2);
   setup.all_reduce.reducer_timeout = from_seconds(o.timeout_seconds * 3 / 4);

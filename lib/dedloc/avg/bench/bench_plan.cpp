@@ -37,6 +37,7 @@ Result<BenchPlan> plan_all_reduce_bench(const BenchOptions& o) {
   if (o.peers < 2 || o.peers > 64) return usage("--peers must be between 2 and 64");
   if (o.rounds < 1) return usage("--rounds must be at least 1");
   if (o.window < 1) return usage("--window must be at least 1");
+  if (o.max_window < o.window) return usage("--max-window must be at least --window");
   if (o.part_kib < 1 || o.part_kib > 16384) return usage("--part-kib must be between 1 and 16384");
   if (!(o.timeout_seconds > 0)) return usage("--timeout must be positive");
   auto bytes = parse_size(o.size);

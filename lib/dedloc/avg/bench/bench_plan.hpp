@@ -19,6 +19,7 @@ struct BenchOptions {
   std::string codec = "none";                               // of the parts (avg::parse_codec)
   size_t rounds = 5;                                        // timed rounds, after one warm-up round
   size_t window = AllReduceOptions{}.window;                // parts in flight per reducer
+  size_t max_window = AllReduceOptions{}.max_window;        // ... at most, sized by measurement (in_flight_window.hpp)
   size_t max_in_flight = AllReduceOptions{}.max_in_flight;  // parts in flight in all (0: no cap)
   size_t part_kib = 512;  // KiB of float32 per part: the part grid, sized as training sizes it (plan below)
   std::vector<std::string> bandwidths;  // per peer ("1Gbit", "100Mbit"): planner shares
