@@ -61,7 +61,7 @@ def enter_lab_host(netns):
     os.environ["GLOO_SOCKET_IFNAME"] = next(name for _, name in socket.if_nameindex() if name != "lo")
 
 
-def rank_main(rank, world, port, elements, rounds, timeout, results, lab_hosts=None):
+def rank_main(rank, world, port, elements, rounds, timeout, results, lab_hosts=None, dtype="float32"):
     try:
         master = "127.0.0.1"
         if lab_hosts:
@@ -73,7 +73,7 @@ def rank_main(rank, world, port, elements, rounds, timeout, results, lab_hosts=N
 
         dist.init_process_group("gloo", init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
                                 timeout=timedelta(seconds=timeout))
-        tensor = torch.full((elements,), float(rank + 1), dtype=torch.float32)
+        tensor = torch.full((elements,), float(rank + 1), dtype=getattr(torch, dtype))
         expected = world * (world + 1) / 2
         times, cpu, worst = [], [], 0.0
         for r in range(rounds + 1):
@@ -102,6 +102,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds (after one warm-up round)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds the whole run may take")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    parser.add_argument("--dtype", choices=["float32", "float16"], default="float32",
+                        help="the tensor's type: --size/4 values of it (float16: what dedloc's fp16 codec sends)")
     parser.add_argument("--lab-hosts", default="", help="run rank i in the i-th lab host of a running `dedloc-lab up`, "
                         "given as NETNS@ADDRESS,... (root; bench/lab/run.sh)")
     args = parser.parse_args()
@@ -124,7 +126,7 @@ def main():
     ctx = mp.get_context("fork")
     results = ctx.Queue()
     port = free_port() if not lab_hosts else 29500  # a lab host is a fresh namespace: the port is free
-    procs = [ctx.Process(target=rank_main, args=(r, args.peers, port, elements, args.rounds, args.timeout, results, lab_hosts),
+    procs = [ctx.Process(target=rank_main, args=(r, args.peers, port, elements, args.rounds, args.timeout, results, lab_hosts, args.dtype),
                          daemon=True) for r in range(args.peers)]
     for p in procs:
         p.start()
@@ -161,7 +163,7 @@ def main():
     worst = max(got[r][1] for r in range(n))
     ok = worst <= 1e-6
     if args.json:
-        print(json.dumps({"impl": "gloo", "peers": n, "bytes": args.size, "codec": "none", "rounds": args.rounds,
+        print(json.dumps({"impl": "gloo", "peers": n, "bytes": args.size, "codec": "none" if args.dtype == "float32" else "fp16", "rounds": args.rounds,
                           "times_s": round_times, "peer_times_s": [[got[r][0][i] for r in range(n)] for i in range(args.rounds)],
                           "median_s": med, "cpu_s": round_cpu,
                           "median_cpu_s": statistics.median(round_cpu), "algbw_gbps": algbw, "busbw_gbps": busbw, "max_rel_error": worst,
