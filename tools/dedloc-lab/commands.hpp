@@ -16,4 +16,12 @@ struct UpOptions {
 void add_up_flags(CLI::App& up, UpOptions& options);
 int run_up(const UpOptions& options);
 
+struct RunOptions {
+  std::string scenario, duration, work_dir, report;
+  bool json = false;
+};
+
+void add_run_flags(CLI::App& run, RunOptions& options);
+int run_run(const RunOptions& options);
+
 }  // namespace dedloc::lab_tool

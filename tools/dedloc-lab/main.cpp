@@ -1,5 +1,6 @@
 // dedloc-lab: the internet on one machine (docs/lab.md). `up` makes lab hosts (network namespaces) joined
-// by the user-space link emulator; `clean` removes what a killed lab left behind.
+// by the user-space link emulator; `run` runs a scenario of a whole collaboration there; `clean` removes
+// what a killed lab left behind.
 #include "commands.hpp"
 #include "dedloc/cli/app.hpp"
 #include "dedloc/lab/lab_network.hpp"
@@ -21,6 +22,12 @@ int main(int argc, char** argv) {
             "and address), forwards until SIGINT/SIGTERM, then removes the hosts (killing what runs in them) and "
             "prints the emulator's counters. Run a command in a host: ip netns exec NETNS COMMAND.");
   lab_tool::add_up_flags(*up, up_options);
+  lab_tool::RunOptions run_options;
+  CLI::App* run = app.add_subcommand(
+      "run", "Runs a scenario: a DHT bootstrap node, relays and peers (dedloc-train, dedloc-avg aux) in lab hosts on "
+             "the scenario's links, with its faults on time; prints the report (steps/s, samples/s, averaged share, "
+             "bytes per step, link use, joiners' catch-up, the planner's prediction).");
+  lab_tool::add_run_flags(*run, run_options);
   CLI::App* clean = app.add_subcommand("clean", "Removes the namespaces of lab runs whose process is gone.");
 
   if (auto exit = cli::parse(app, argc, argv)) return *exit;
@@ -30,6 +37,10 @@ int main(int argc, char** argv) {
   if (*clean) {
     lab::LabNetwork::remove_leftovers();
     return cli::kExitOk;
+  }
+  if (*run) {
+    run_options.json = common.json;
+    return lab_tool::run_run(run_options);
   }
   up_options.json = common.json;
   return lab_tool::run_up(up_options);

@@ -1,0 +1,143 @@
+#include "dedloc/lab/scenario.hpp"
+
+#include <filesystem>
+#include <set>
+
+#include "dedloc/core/config.hpp"
+#include "dedloc/plan/units.hpp"
+
+namespace dedloc::lab {
+
+namespace {
+
+// Reads the textual value `key` with `parse`, or records why not; absent keys leave `out` alone.
+template <typename T, typename Parse>
+void read_parsed(ConfigReader& reader, std::string_view key, T& out, Parse parse, std::vector<std::string>& errors) {
+  if (!reader.has(key)) return;
+  std::string text;
+  reader.read(key, text);
+  auto parsed = parse(text, reader.where() + ": " + std::string(key));
+  if (parsed) {
+    out = static_cast<T>(*parsed);
+  } else {
+    errors.push_back(parsed.status().message());
+  }
+}
+
+void read_link(ConfigReader& r, LinkSpec& link, std::vector<std::string>& errors) {
+  read_parsed(r, "rtt", link.rtt, parse_duration, errors);
+  read_parsed(r, "jitter", link.jitter, parse_duration, errors);
+  double rate = -1;
+  read_parsed(r, "rate", rate, plan::parse_rate, errors);
+  if (rate >= 0) link.upload = link.download = rate;
+  read_parsed(r, "upload", link.upload, plan::parse_rate, errors);
+  read_parsed(r, "download", link.download, plan::parse_rate, errors);
+  read_parsed(r, "loss", link.loss, parse_probability, errors);
+  double queue = -1;
+  read_parsed(r, "queue", queue, plan::parse_rate, errors);
+  if (queue >= 0) link.queue_bytes = static_cast<std::uint64_t>(queue);
+}
+
+}  // namespace
+
+std::string_view role_name(PeerRole role) {
+  switch (role) {
+    case PeerRole::kNode: return "node";
+    case PeerRole::kClient: return "client";
+    case PeerRole::kAux: return "aux";
+  }
+  return "?";
+}
+
+size_t Scenario::peer_count() const {
+  size_t n = 0;
+  for (const auto& g : groups) n += g.count;
+  return n;
+}
+
+Result<Scenario> load_scenario(const std::string& path) {
+  auto reader = ConfigReader::from_file(path);
+  if (!reader) return reader.status();
+  Scenario s;
+  s.source = path;
+  std::vector<std::string> errors;
+  read_parsed(*reader, "duration", s.duration, parse_duration, errors);
+  read_parsed(*reader, "warmup", s.warmup, parse_duration, errors);
+  reader->read("seed", s.seed);
+  reader->read("recipe", s.recipe);
+  ConfigReader infra = reader->section("infrastructure");
+  s.infrastructure_link = {.rtt = std::chrono::milliseconds(20), .upload = 125e6, .download = 125e6};
+  read_link(infra, s.infrastructure_link, errors);
+  std::uint64_t relays = 0;
+  infra.read("relays", relays);
+  s.relays = relays;
+
+  std::set<std::string> names = {"dht", "relay"};
+  for (ConfigReader& g : reader->list("groups")) {
+    PeerGroup group;
+    g.read("name", group.name);
+    std::uint64_t count = 1;
+    g.read("count", count);
+    group.count = count;
+    std::string role = "node";
+    g.read("role", role);
+    g.read("nat", group.nat);
+    g.read("compute", group.compute);
+    read_link(g, group.link, errors);
+    if (role == "node") group.role = PeerRole::kNode;
+    else if (role == "client") group.role = PeerRole::kClient;
+    else if (role == "aux") group.role = PeerRole::kAux;
+    else errors.push_back(g.where() + ": role: '" + role + "' is not node, client or aux");
+    if (group.name.empty() || group.name.find_first_of(" /-") != std::string::npos) {
+      errors.push_back(g.where() + ": name: give each group a name without spaces, '/' or '-'");
+    } else if (!names.insert(group.name).second) {
+      errors.push_back(g.where() + ": name: '" + group.name + "' is used twice (or is dht/relay)");
+    }
+    if (group.nat && group.role == PeerRole::kNode) {
+      errors.push_back(g.where() + ": a peer behind NAT cannot be a node (nobody can connect to it): role client or aux");
+    }
+    if (!(group.compute >= 0)) errors.push_back(g.where() + ": compute: samples/s must be >= 0");
+    s.groups.push_back(group);
+  }
+  for (ConfigReader& f : reader->list("faults")) {
+    Fault fault;
+    read_parsed(f, "at", fault.at, parse_duration, errors);
+    if (f.has("kill")) {
+      fault.kind = Fault::Kind::kKill;
+      f.read("kill", fault.target);
+    } else if (f.has("start")) {
+      fault.kind = Fault::Kind::kStart;
+      f.read("start", fault.target);
+    } else if (f.has("link_down")) {
+      fault.kind = Fault::Kind::kLinkDown;
+      f.read("link_down", fault.target);
+      read_parsed(f, "for", fault.length, parse_duration, errors);
+    } else if (f.has("mtbf")) {
+      fault.kind = Fault::Kind::kRandomKills;
+      read_parsed(f, "mtbf", fault.mean_time, parse_duration, errors);
+      f.read("group", fault.target);
+      read_parsed(f, "downtime", fault.length, parse_duration, errors);
+      if (fault.mean_time <= Duration::zero()) errors.push_back(f.where() + ": mtbf: must be positive");
+    } else {
+      errors.push_back(f.where() + ": a fault needs one of kill, start, link_down or mtbf");
+    }
+    s.faults.push_back(fault);
+  }
+  DEDLOC_RETURN_IF_ERROR(reader->finish());
+  if (!errors.empty()) return error(Code::kInvalidArgument, errors.front());
+  if (s.recipe.empty()) return error(Code::kInvalidArgument, path + ": recipe: the training recipe every peer runs");
+  if (s.groups.empty()) return error(Code::kInvalidArgument, path + ": groups: at least one group of peers");
+  if (s.warmup >= s.duration) return error(Code::kInvalidArgument, path + ": warmup must be shorter than duration");
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (std::filesystem::path(s.recipe).is_relative()) s.recipe = (dir / s.recipe).lexically_normal().string();
+  if (s.relays == 0) {
+    for (const auto& g : s.groups) {
+      if (g.role != PeerRole::kNode && g.nat) {
+        return error(Code::kInvalidArgument, path + ": infrastructure: relays: peers behind NAT need at least one relay");
+      }
+    }
+  }
+  return s;
+}
+
+}  // namespace dedloc::lab

@@ -1,0 +1,79 @@
+// A lab scenario (docs/lab.md, "Scenarios"): which peers, on which links, doing what, and what goes wrong
+// when. Read from YAML with strict keys (an unknown key or a bad value names the key and the file):
+//
+//   duration: 5min                # how long the peers run (the report measures after `warmup`)
+//   warmup: 60s
+//   recipe: recipes/synthetic.yaml  # what every trainer runs (relative to the scenario file)
+//   seed: 1
+//   infrastructure:               # the DHT bootstrap node and the relays, on public links
+//     rtt: 20ms
+//     rate: 1Gbit
+//     relays: 2
+//   groups:
+//     - name: home                # peers home-0, home-1, ...
+//       count: 40
+//       role: client              # node (public, aggregates), client (client mode, through relays), aux
+//       nat: true                 # behind a home router: nothing can connect in
+//       compute: 20               # samples/s (emulated by the synthetic task); aux: ignored
+//       upload: 20Mbit            # or rate: for both
+//       download: 100Mbit
+//       rtt: 100ms                # to a host with the same rtt (each end adds a quarter each way)
+//       loss: 0.1%                # of each packet the peer sends
+//       jitter: 0
+//   faults:                       # each at a time after the start
+//     - {at: 90s, kill: home-3}                 # SIGKILL (a machine losing power)
+//     - {at: 120s, start: home-3}               # (re)start it: a joiner
+//     - {at: 100s, link_down: node-0, for: 10s} # everything to and from it dropped for 10 s
+//     - {at: 150s, kill: relay-0}
+//     - {mtbf: 120s, group: home, downtime: 30s}  # each peer of the group dies after an exponential time
+//                                                 # with this mean, and comes back `downtime` later
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dedloc/core/status.hpp"
+#include "dedloc/lab/link_spec.hpp"
+
+namespace dedloc::lab {
+
+enum class PeerRole { kNode, kClient, kAux };
+
+struct PeerGroup {
+  std::string name;
+  size_t count = 1;
+  PeerRole role = PeerRole::kNode;
+  bool nat = false;
+  double compute = 10;  // samples/s
+  LinkSpec link;
+};
+
+struct Fault {
+  enum class Kind { kKill, kStart, kLinkDown, kRandomKills };
+  Kind kind = Kind::kKill;
+  Duration at{0};
+  std::string target;      // a process name: home-3, node-0, relay-1, dht-0 (kRandomKills: a group name)
+  Duration length{0};      // kLinkDown: how long; kRandomKills: the downtime before the restart
+  Duration mean_time{0};   // kRandomKills: the mean time between failures of each peer
+};
+
+struct Scenario {
+  std::string source;      // the file
+  std::string recipe;      // resolved against the scenario's directory
+  Duration duration = std::chrono::minutes(5);
+  Duration warmup = std::chrono::seconds(60);
+  std::uint64_t seed = 1;
+  LinkSpec infrastructure_link;
+  size_t relays = 0;
+  std::vector<PeerGroup> groups;
+  std::vector<Fault> faults;
+
+  size_t peer_count() const;
+};
+
+Result<Scenario> load_scenario(const std::string& path);
+
+std::string_view role_name(PeerRole role);
+
+}  // namespace dedloc::lab

@@ -1,0 +1,50 @@
+// What a scenario run measured, from the programs' --json lines (timestamped as they arrived) and the
+// emulator's counters, over the measured window (after the warm-up):
+//   global_steps_per_s   distinct global epochs the swarm reached in the window, per second
+//   samples_per_s        samples in the steps every trainer reported, per second
+//   averaged_fraction    of the trainers' step reports, those whose gradients were averaged with others
+//   bytes_per_step       per peer (median over a group): bytes it sent, per global step
+//   utilization          per group (median): bytes sent / (upload rate × window), received likewise
+//   joiners              each (re)started trainer: seconds to its state download and to its first
+//                        averaged step
+//   predicted_steps_per_s, measured_over_predicted: dedloc-plan's prediction for the same peers
+//   rss_mib, cpu_share   per group (median) at the end: resident memory, CPU over the window / cores
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dedloc/lab/emulator.hpp"
+#include "dedloc/lab/lab_processes.hpp"
+#include "dedloc/lab/scenario.hpp"
+
+namespace dedloc::lab {
+
+struct HostRecord {
+  std::string name;       // dht-0, relay-1, home-3
+  int group = -1;         // index into Scenario::groups; -1 for the infrastructure
+  size_t process = 0;     // index into the run's processes
+  LinkSpec link;
+  double rss_mib = 0;     // at the end
+  double cpu_seconds = 0; // in the measured window
+};
+
+struct RunRecord {
+  const Scenario* scenario = nullptr;
+  std::vector<HostRecord> hosts;
+  std::vector<OutputLine> lines;
+  std::vector<std::vector<TimePoint>> starts;  // per process: every time it was started
+  EmulatorStats at_warmup, at_end;
+  TimePoint start{}, warm{}, end{};
+  double predicted_steps_per_second = 0;  // 0: unknown
+  std::string prediction_note;
+};
+
+nlohmann::json build_report(const RunRecord& run);
+
+// The report in a few lines for people.
+std::string describe_report(const nlohmann::json& report);
+
+}  // namespace dedloc::lab
