@@ -64,6 +64,8 @@ void print_event(const train::TrainerEvent& e) {
   if (e.kind == train::TrainerEvent::Kind::kAveraged) {
     line["group_size"] = e.group_size;
     line["found_ahead"] = e.found_ahead;
+    line["group"] = e.group;
+    line["averaged_fraction"] = e.averaged_fraction;
   }
   if (!e.params_hash.empty()) {
     line["params_hash"] = e.params_hash;
