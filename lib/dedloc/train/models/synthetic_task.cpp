@@ -34,12 +34,15 @@ class SyntheticTask : public Task {
   }
 
   // c · Σ w: its gradient is c in every element (the header derives what the swarm then applies). The
-  // backward pass adds a broadcast scalar into each .grad() in place: no gradient-sized allocation.
+  // backward pass adds a broadcast scalar into each .grad() in place: no gradient-sized allocation. The
+  // forward pass takes batch / samples_per_second, slept.
   torch::Tensor loss(const Batch& batch) override {
+    const auto begin = std::chrono::steady_clock::now();
     torch::Tensor total = parameters_.front().second.sum();
     for (size_t k = 1; k < parameters_.size(); ++k) total = total + parameters_[k].second.sum();
     auto loss = total * scale_;
-    pace(batch.size());
+    std::this_thread::sleep_until(begin + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                              std::chrono::duration<double>(static_cast<double>(batch.size()) / samples_per_second_)));
     return loss;
   }
 
@@ -54,24 +57,11 @@ class SyntheticTask : public Task {
   }
 
  private:
-  // Sleeps until this micro-batch is due: `samples` / rate after the previous one. A peer that was away
-  // longer than one micro-batch (averaging, a download) starts its schedule afresh rather than race.
-  void pace(std::int64_t samples) {
-    using Clock = std::chrono::steady_clock;
-    const auto took = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(static_cast<double>(samples) / samples_per_second_));
-    const auto now = Clock::now();
-    if (due_ + took < now) due_ = now;
-    due_ += took;
-    std::this_thread::sleep_until(due_);
-  }
-
   NamedTensors parameters_;
   std::int64_t micro_batch_size_;
   double samples_per_second_;
   float scale_;
   std::uint64_t next_id_ = 0;
-  std::chrono::steady_clock::time_point due_{};
 };
 
 }  // namespace

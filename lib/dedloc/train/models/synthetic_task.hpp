@@ -2,10 +2,11 @@
 // task"): everything else — progress records, the samples estimate, matchmaking, the all-reduce with its
 // codec, state downloads, client mode through relays — is the real trainer's code.
 //
-// A micro-batch of B samples "computes" by sleeping until B / samples_per_second seconds after the last one
-// was due (sleeping, not spinning: dozens of such peers share a few cores; time spent in the trainer between
-// micro-batches is absorbed into the next sleep, so the peer keeps its rate). Its gradient is known in closed
-// form: with c = gradient × TaskContext::data_seed, the loss of a micro-batch is
+// The forward pass of a micro-batch of B samples takes B / samples_per_second seconds, slept rather than
+// spun (dozens of such peers share a few cores). The trainer's own work per micro-batch (the backward pass
+// and the accumulation: a few ms per million parameters) comes on top, as it would on real hardware, so a
+// peer measures a little under its rate. Its gradient is known in closed form: with
+// c = gradient × TaskContext::data_seed, the loss of a micro-batch is
 //
 //     loss = c · Σ_j w_j      (over every element j of every parameter tensor)
 //
