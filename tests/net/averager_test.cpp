@@ -51,12 +51,17 @@ TEST_CASE("Averager: three nodes and an aux peer average one step through the DH
     steps.push_back(std::async(std::launch::async, [&, i] { return averagers[i]->step(schema, vectors[i], weights[i]); }));
   }
   steps.push_back(std::async(std::launch::async, [&] { return averagers[3]->step(**learned, {}, 0); }));
+  Bytes group_id;
   for (size_t i = 0; i < 4; ++i) {
     auto outcome = steps[i].get();
     INFO("peer " << i);
     REQUIRE(outcome.is_ok());
     CHECK(outcome->group_size == 4);
     CHECK(outcome->all_reduce.averaged_fraction == 1.0);
+    // Every member names the same group (dedloc-train's step lines carry it, so a checker can tell groups apart).
+    CHECK(outcome->group_id.size() == wire::kGroupIdBytes);
+    if (i == 0) group_id = outcome->group_id;
+    CHECK(outcome->group_id == group_id);
   }
   // sum w_i (i+1) / sum w_i = (10 + 40 + 210) / 100 = 2.6
   for (size_t i = 0; i < 3; ++i) {

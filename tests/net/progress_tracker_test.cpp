@@ -69,6 +69,32 @@ TEST_CASE("Trackers see each other's progress, epochs at once, and withdrawals",
   REQUIRE(eventually(a, [](const CollaborationState& st) { return st.peers == 2 && st.epoch == 3; }));
 }
 
+TEST_CASE("Peers that start computing together count each other's samples at once", "[net][train]") {
+  // As trainers start: a record at epoch 0 with no rate yet, read while nobody computes (so the next
+  // scheduled read is the maximum, here far beyond the test's patience).
+  auto o = options();
+  o.estimate.min_refresh_seconds = 0.2;
+  o.estimate.max_refresh_seconds = 60;
+  auto swarm = test::quiet_swarm(2);
+  ProgressTracker a(swarm->node(0), o), b(swarm->node(1), o);
+  a.report(at(0, 0, 0));
+  b.report(at(0, 0, 0));
+  REQUIRE(eventually(a, [](const CollaborationState& s) { return s.peers == 2; }));
+  REQUIRE(eventually(b, [](const CollaborationState& s) { return s.peers == 2; }));
+
+  // Both start computing: their first rates are published, and each reads the other's soon after, with
+  // no refresh_now().
+  a.report(at(0, 16, 80));
+  b.report(at(0, 8, 40));
+  auto deadline = Deadline::after(3s);
+  while (!deadline.passed() && !(a.state().samples_per_second == Approx(120) && b.state().samples_per_second == Approx(120))) {
+    std::this_thread::sleep_for(50ms);
+  }
+  CHECK(a.state().samples_per_second == Approx(120));
+  CHECK(b.state().samples_per_second == Approx(120));
+  CHECK(b.state().samples_accumulated >= 24);
+}
+
 TEST_CASE("A progress record under another peer's key is refused", "[net][train]") {
   auto swarm = test::quiet_swarm(2);
   // Node 1 tries to write under node 0's owner subkey: the DHT refuses an entry it cannot sign.

@@ -35,8 +35,11 @@ int main(int argc, char** argv) {
   app.add_option("--avg-listen", options.avg_listen, "the averaging and state server's endpoint")->capture_default_str();
   app.add_option("--announce-host", options.announce_host, "the host others should dial, when it differs from the bound one (with fixed ports in --listen and --avg-listen)");
   app.add_option("--bandwidth", options.bandwidth_mbit, "Mbit/s this peer can move each way (default: the recipe's)");
-  app.add_option("--data-seed", options.data_seed, "this peer's data order (default: random)");
-  app.add_option("--threads", options.threads, "CPU threads for torch (0: torch's default)")->capture_default_str();
+  app.add_option("--data-seed", options.data_seed, "this peer's data order, and the synthetic task's per-sample gradient (default: random)");
+  app.add_option("--threads", options.threads,
+                 "CPU threads for torch (0: torch's default; 1 for the synthetic task)")->capture_default_str();
+  app.add_option("--compute-rate", options.compute_rate,
+                 "synthetic task: the samples/s this peer emulates (default: the recipe's model.samples_per_second)");
   app.add_option("--samples-log", options.samples_log, "append, per step, the sample ids this peer contributed")->group("");
   app.add_flag("--params-hash", options.params_hash, "with --json: a hash and the norm of the parameters in each step and download line")
       ->group("");

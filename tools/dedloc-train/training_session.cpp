@@ -16,6 +16,7 @@
 #include "dedloc/core/memory.hpp"
 #include "dedloc/core/wait_breaker.hpp"
 #include "dedloc/dht/node.hpp"
+#include "dedloc/train/models/synthetic_task.hpp"
 #include "dedloc/train/torch_errors.hpp"
 #include "dedloc/train/trainer.hpp"
 #include "dedloc/train/trainer_options.hpp"
@@ -63,6 +64,8 @@ void print_event(const train::TrainerEvent& e) {
   if (e.kind == train::TrainerEvent::Kind::kAveraged) {
     line["group_size"] = e.group_size;
     line["found_ahead"] = e.found_ahead;
+    line["group"] = e.group;
+    line["averaged_fraction"] = e.averaged_fraction;
   }
   if (!e.params_hash.empty()) {
     line["params_hash"] = e.params_hash;
@@ -72,7 +75,12 @@ void print_event(const train::TrainerEvent& e) {
 }
 
 // The checks of flags against each other and the recipe, before anything starts.
-Status check_flags(const SessionOptions& o, const std::vector<net::PeerAddress>& peers) {
+Status check_flags(const SessionOptions& o, const train::Recipe& recipe, const std::vector<net::PeerAddress>& peers) {
+  const bool synthetic = recipe.model_kind == train::kSyntheticTaskKind;
+  if (o.compute_rate != 0 && (!synthetic || !(o.compute_rate > 0))) {
+    return error(Code::kInvalidArgument, "--compute-rate is a positive samples/s for the synthetic task (" +
+                                             recipe.path + " trains '" + recipe.model_kind + "')");
+  }
   if (o.resume && o.checkpoint_dir.empty()) return error(Code::kInvalidArgument, "--resume needs --checkpoint-dir");
   if (!o.relays.empty() && !o.client_mode) {
     return error(Code::kInvalidArgument, "--relay is for --client-mode peers (others are dialled directly)");
@@ -103,7 +111,7 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   if (!peers) return cli::report_failure(kTool, peers.status());
   auto relays = cli::peer_addresses(common, o.relays, "--relay");
   if (!relays) return cli::report_failure(kTool, relays.status());
-  if (auto checked = check_flags(o, *peers); !checked.is_ok()) return cli::report_failure(kTool, checked);
+  if (auto checked = check_flags(o, *recipe, *peers); !checked.is_ok()) return cli::report_failure(kTool, checked);
   train::TrainerOverrides overrides{.run_id = o.run_id,
                                     .client_mode = o.client_mode,
                                     .relays = std::move(*relays),
@@ -127,7 +135,13 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   if (!device) return cli::report_failure(kTool, device.status());
   auto identity = cli::load_identity(common);
   if (!identity) return cli::report_failure(kTool, identity.status());
-  if (o.threads > 0) torch::set_num_threads(o.threads);
+  // The synthetic task's only torch work is a sum and an add per micro-batch: one thread, so that dozens of
+  // such peers on one machine do not each keep a pool of threads.
+  if (o.threads > 0) {
+    torch::set_num_threads(o.threads);
+  } else if (recipe->model_kind == train::kSyntheticTaskKind) {
+    torch::set_num_threads(1);
+  }
   keep_freed_memory();  // libtorch's activations and gradients reuse warm pages (core/memory.hpp)
   cli::install_shutdown_handlers();
 
@@ -153,6 +167,7 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   auto task_context = train::task_context(
       *recipe, *options, *device, o.data_seed != 0 ? o.data_seed : std::random_device{}(),
       o.checkpoint_dir.empty() ? std::filesystem::temp_directory_path().string() + "/dedloc-" + run_id : o.checkpoint_dir);
+  task_context.samples_per_second = o.compute_rate;
   auto task = recipe->build_task(task_context);
   if (!task) return cli::report_failure(kTool, task.status());
   auto& t = **task;

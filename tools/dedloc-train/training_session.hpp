@@ -27,7 +27,8 @@ struct SessionOptions {
   std::string announce_host;
   double bandwidth_mbit = 0;          // 0: the recipe's
   std::uint64_t data_seed = 0;        // 0: random
-  int threads = 0;
+  int threads = 0;                    // 0: torch's default, or 1 for the synthetic task (it computes nothing)
+  double compute_rate = 0;            // samples/s the synthetic task emulates; 0: the recipe's
   std::string samples_log;
   bool params_hash = false;           // "params_hash" in the --json step and download lines
 };

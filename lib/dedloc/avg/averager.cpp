@@ -94,6 +94,7 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
     return outcome;
   }
   outcome.group_size = (*group)->size();
+  outcome.group_id = (*group)->id();
   auto result = all_reduce_->run(**group, vector, weight, options_.all_reduce, Deadline::after(options_.averaging_timeout));
   if (!result) return result.status();
   outcome.all_reduce = std::move(*result);

@@ -41,6 +41,7 @@ struct AveragerOptions {
 struct StepOutcome {
   size_t group_size = 0;         // 0: no group formed; the vector is unchanged (average alone)
   bool found_ahead = false;      // the group was found by prepare(), while the caller still computed
+  Bytes group_id;                // when a group formed: the id its leader gave it, the same on every member
   AllReduceResult all_reduce;    // when a group formed
   std::string why_alone;         // when no group formed
 };

@@ -28,8 +28,9 @@ void ProgressTracker::report(PeerProgress local) {
   local.time = SystemClock::instance().unix_seconds();
   std::lock_guard lock(mutex_);
   bool epoch_changed = !local_ || local_->epoch != local.epoch;
+  bool first_rate = !published_rate_ && local.samples_per_second > 0;
   local_ = std::move(local);
-  if (epoch_changed) wake_.notify_all();
+  if (epoch_changed || first_rate) wake_.notify_all();
 }
 
 CollaborationState ProgressTracker::state() const {
@@ -58,18 +59,24 @@ void ProgressTracker::refresh_now() {
 void ProgressTracker::run() {
   const Duration republish = options_.record_ttl / 3;
   std::unique_lock lock(mutex_);
+  // A new epoch, or a first rate, of ours: news the others are likely making too (the header says why).
+  auto news = [this] {
+    return local_ && (!published_epoch_ || *published_epoch_ != local_->epoch ||
+                      (!published_rate_ && local_->samples_per_second > 0));
+  };
   while (!stopping_) {
     auto now = std::chrono::steady_clock::now();
-    bool must_publish = local_ && (!published_epoch_ || *published_epoch_ != local_->epoch ||
-                                   now - last_publish_ >= republish);
-    if (must_publish) {
+    const bool is_news = news();
+    if (is_news || (local_ && now - last_publish_ >= republish)) {
       PeerProgress snapshot = *local_;
       // A republish of an unchanged report (the trainer is busy averaging or downloading) says "still
       // here with these samples": it must carry the current time, or its expiration would not be newer than
       // the stored record's and the DHT would refuse it.
       snapshot.time = SystemClock::instance().unix_seconds();
       published_epoch_ = snapshot.epoch;
+      published_rate_ = snapshot.samples_per_second > 0;
       last_publish_ = now;
+      if (is_news) next_fetch_ = std::min(next_fetch_, now + from_seconds(options_.estimate.min_refresh_seconds));
       lock.unlock();
       publish(snapshot);
       lock.lock();
@@ -86,9 +93,7 @@ void ProgressTracker::run() {
     }
     TimePoint until = next_fetch_;
     if (local_) until = std::min(until, last_publish_ + republish);
-    wake_.wait_until(lock, until, [&] {
-      return stopping_ || fetch_requested_ || (local_ && (!published_epoch_ || *published_epoch_ != local_->epoch));
-    });
+    wake_.wait_until(lock, until, [&] { return stopping_ || fetch_requested_ || news(); });
   }
 }
 

@@ -2,10 +2,15 @@
 // of its own, so the training loop never waits on the network to ask "is the global batch there yet?".
 //
 // The loop reports its local progress after every micro-batch (cheap: a copy under a lock). The thread
-// publishes it when the epoch changed and otherwise every ttl/3 (records expire after `record_ttl`; a
-// crashed peer drops out of everyone's estimate by then), and reads everyone's records as often as
-// estimate_collaboration's next_refresh_seconds says. state() re-extrapolates the last records to now with
-// our own freshest progress in place of our published one.
+// publishes it when the epoch changed, when it first has a rate (a record without one promises nothing:
+// others extrapolate a record's samples by its rate), and otherwise every ttl/3 (records expire after
+// `record_ttl`; a crashed peer drops out of everyone's estimate by then). It reads everyone's records as
+// often as estimate_collaboration's next_refresh_seconds says, and at most min_refresh_seconds after
+// publishing one of those changes, since the other peers make theirs at about the same moment (the step
+// that ends an epoch, the start of computing); without that, peers that started together would each count
+// only their own samples until the next scheduled read, which is the maximum while nobody had a rate yet.
+// state() re-extrapolates the last records to now with our own freshest progress in place of our
+// published one.
 #pragma once
 
 #include <condition_variable>
@@ -65,6 +70,7 @@ class ProgressTracker {
   std::uint64_t fetches_done_ = 0;
   std::optional<PeerProgress> local_;
   std::optional<std::uint64_t> published_epoch_;
+  bool published_rate_ = false;  // the last published record had a rate (samples_per_second > 0)
   TimePoint last_publish_{};
   TimePoint next_fetch_{};
   std::vector<PeerProgress> others_;  // the last read, without our own record

@@ -40,6 +40,7 @@ struct StepFacts {
   std::string why_not_averaged;        // kFailed, kNoGroup
   size_t group_size = 0;               // kGroup
   bool found_ahead = false;            // kGroup: the group formed while we still computed
+  std::string group_id;                // kGroup: the group's id in hex, the same on every member
   double averaged_fraction = 1;        // kGroup: the share of the vector that was averaged (the rest is ours)
   bool result_finite = true;           // the gradients the optimizer would apply, after averaging
 };

@@ -39,6 +39,7 @@ struct TaskContext {
   std::uint64_t data_seed = 0;           // per peer: its own shuffling and augmentations
   std::int64_t micro_batch_size = 32;    // samples per next_batch()
   std::string work_dir;                  // where a task may cache what it derives (a tokenizer model, ...)
+  double samples_per_second = 0;         // per peer, for a task that emulates its compute (synthetic); 0: the recipe's
   Logger* log = &Logger::global();
 };
 

@@ -8,6 +8,7 @@
 
 #include "dedloc/collab/checkpoint.hpp"
 #include "dedloc/collab/step_outcome.hpp"
+#include "dedloc/core/bytes.hpp"
 #include "dedloc/crypto/hash.hpp"
 #include "dedloc/train/gradient_buffer.hpp"
 #include "dedloc/train/swarm_presence.hpp"
@@ -305,6 +306,7 @@ void Trainer::average_gradients(collab::StepFacts& facts) {
     facts.averaging = collab::StepAveraging::kGroup;
     facts.group_size = outcome->group_size;
     facts.found_ahead = outcome->found_ahead;
+    facts.group_id = to_hex(outcome->group_id);
     facts.averaged_fraction = outcome->all_reduce.averaged_fraction;
     ++p.rounds_averaged;
   }
@@ -358,6 +360,8 @@ void Trainer::step(TrainerReport& report) {
     if (outcome == collab::StepOutcome::kAveraged) {
       event.group_size = facts.group_size;
       event.found_ahead = facts.found_ahead;
+      event.group = facts.group_id;
+      event.averaged_fraction = facts.averaged_fraction;
     }
     if (options_.hash_parameters) describe_parameters(event);
     options_.on_event(event);

@@ -52,6 +52,10 @@ struct TrainerEvent {
   std::uint64_t samples = 0;   // this peer's samples in the step
   size_t group_size = 0;       // peers averaged with (kAveraged)
   bool found_ahead = false;    // the group formed while this peer still computed (kAveraged)
+  // kAveraged: the group's id (hex, the same on every member: the peers whose steps averaged together) and
+  // the share of the vector that came back averaged (below 1 when a reducer failed: there, our own values).
+  std::string group;
+  double averaged_fraction = 0;
   // With TrainerOptions::hash_parameters, what the parameters are after the step or download, so that a
   // test can tell a joiner that loaded the swarm's parameters from one that only took its epoch number.
   // params_hash: a BLAKE2b of every parameter's float32 values, in the model's order, as 16 hex digits;

@@ -1,0 +1,123 @@
+// The synthetic task (lib/dedloc/train/models/synthetic_task.hpp) through the real trainer: three dedloc-train
+// peers on loopback with different emulated compute rates (--compute-rate) and gradients (--data-seed s:
+// every parameter's per-sample gradient is c = s·2^-10). Parameters start at 0 and the recipe steps with
+// plain SGD at lr 1, so after epoch e every parameter of a peer is W_e = −params_norm_e / √N, and the step
+// to epoch e applied c̄_e = W_{e−1} − W_e. For a step that averaged all three peers, c̄_e must be the
+// samples-weighted mean Σ s_i·c_i / Σ s_i of the peers' "samples" in their step lines at e, exactly up to
+// float32 rounding; every peer must hold the same parameters after it; and each peer must have computed at
+// its own emulated rate.
+#include <cmath>
+#include <map>
+
+#include <catch2/catch.hpp>
+
+#include "support/process.hpp"
+#include "support/test_paths.hpp"
+#include "support/trainer_process.hpp"
+
+using namespace std::chrono_literals;
+using dedloc::test::TrainerArgs;
+using dedloc::test::TrainerProcess;
+using dedloc::test::pump_until;
+
+namespace {
+
+constexpr std::uint64_t kEpochs = 5;
+constexpr double kParameters = 200000;
+// float32 rounding of parameters near 0.01 is ~1e-9, of a step ~2e-3 a relative 1e-6; a wrong weighting
+// (say, by micro-batches instead of samples, or unweighted) is off by percents.
+constexpr double kExact = 1e-5;
+
+struct Peer {
+  std::uint64_t data_seed;
+  double compute_rate;  // samples/s
+};
+const Peer kPeers[] = {{1, 40}, {2, 80}, {3, 160}};
+
+double gradient_of(const Peer& peer) { return static_cast<double>(peer.data_seed) / 1024; }
+
+std::string synthetic_recipe(const std::string& dir) {
+  return dedloc::test::write_recipe_variant(
+      "recipes/synthetic.yaml", dir, "synthetic.yaml",
+      {{"parameters: 1000000 ", "parameters: 200000 "},
+       {"target_batch_size: 512 ", "target_batch_size: 96 "},
+       {"micro_batch_size: 16 ", "micro_batch_size: 8 "},
+       {"matchmaking_time: 2\n", "matchmaking_time: 1\n"}});
+}
+
+}  // namespace
+
+TEST_CASE("Synthetic peers apply the samples-weighted mean of their closed-form gradients", "[proc][train][synthetic]") {
+  auto [bootstrap, ready] = dedloc::test::start_ready({dedloc::test::binary_path("tools/dedloc-dht/dedloc-dht"),
+                                                       "--log-level", "warning", "serve", "--listen", "tcp://127.0.0.1:0"});
+  const std::string address = ready["endpoints"][0].get<std::string>();
+  const std::string recipe = synthetic_recipe(dedloc::test::make_temp_dir("dedloc-synthetic"));
+
+  std::vector<TrainerProcess> trainers;
+  for (const auto& peer : kPeers) {
+    TrainerArgs args{.recipe = recipe, .initial_peer = address, .data_seed = peer.data_seed, .max_epochs = kEpochs,
+                     .max_time = 60, .min_peers = std::size(kPeers),
+                     .extra = {"--params-hash", "--compute-rate", std::to_string(peer.compute_rate)}};
+    auto trainer = TrainerProcess::start("peer" + std::to_string(peer.data_seed), args);
+    REQUIRE(trainer.has_value());
+    trainers.push_back(std::move(*trainer));
+  }
+  std::vector<TrainerProcess*> all;
+  for (auto& t : trainers) all.push_back(&t);
+  REQUIRE(pump_until(all, 60s, [&] {
+    for (auto* t : all) {
+      if (!t->find("exit")) return false;
+    }
+    return true;
+  }));
+  for (auto* t : all) REQUIRE(t->process().wait(10s) == 0);
+
+  // steps[peer][epoch]
+  std::vector<std::map<std::uint64_t, nlohmann::json>> steps(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    for (const auto& s : all[i]->steps()) steps[i][s["epoch"].get<std::uint64_t>()] = s;
+    REQUIRE(steps[i].size() == kEpochs);
+  }
+  const double root_n = std::sqrt(kParameters);
+  std::vector<double> previous(all.size(), 0.0);  // W_{e−1} of each peer, as a positive magnitude
+  for (std::uint64_t epoch = 1; epoch <= kEpochs; ++epoch) {
+    // Per group (the peers whose lines carry its id): Σ s_i·c_i and Σ s_i.
+    std::map<std::string, std::pair<double, double>> groups;
+    for (size_t i = 0; i < all.size(); ++i) {
+      const auto& s = steps[i].at(epoch);
+      INFO(all[i]->name() << " at epoch " << epoch << ": " << s.dump());
+      REQUIRE(s["event"] == "averaged");  // with min_peers 3 on loopback every step finds the others
+      REQUIRE(s["averaged_fraction"] == 1.0);
+      REQUIRE(s["samples"].get<std::uint64_t>() > 0);
+      auto& [weighted, samples] = groups[s["group"].get<std::string>()];
+      weighted += s["samples"].get<double>() * gradient_of(kPeers[i]);
+      samples += s["samples"].get<double>();
+    }
+    for (size_t i = 0; i < all.size(); ++i) {
+      const auto& s = steps[i].at(epoch);
+      const auto& [weighted, samples] = groups.at(s["group"].get<std::string>());
+      const double expected = weighted / samples;
+      const double now = s["params_norm"].get<double>() / root_n;
+      const double applied = now - previous[i];
+      INFO(all[i]->name() << " at epoch " << epoch << ": applied " << applied << ", expected " << expected << " ("
+                          << groups.size() << " groups)");
+      CHECK(std::abs(applied - expected) <= kExact * expected);
+      previous[i] = now;
+    }
+    // All three in one group: every peer holds the same parameters (to float32 rounding, each having added
+    // the average's delta to its own values).
+    CHECK(groups.size() == 1);
+    for (size_t i = 1; i < all.size(); ++i) CHECK(std::abs(previous[i] - previous[0]) <= kExact * previous[0]);
+  }
+
+  // Each peer computed at its own rate: its samples over its compute time (the exit line's totals).
+  for (size_t i = 0; i < all.size(); ++i) {
+    double contributed = 0;
+    for (const auto& [epoch, s] : steps[i]) contributed += s["samples"].get<double>();
+    const double seconds = all[i]->find("exit").value()["compute_seconds"].get<double>();
+    const double rate = contributed / seconds;
+    INFO(all[i]->name() << ": " << contributed << " samples in " << seconds << " s of compute");
+    CHECK(rate > 0.7 * kPeers[i].compute_rate);
+    CHECK(rate <= 1.001 * kPeers[i].compute_rate);  // sleeping is never shorter than asked
+  }
+}
