@@ -1,0 +1,94 @@
+// Lab scenarios: the shipped ones load, and mistakes are named with their key and file.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "dedloc/lab/scenario.hpp"
+#include "support/test_paths.hpp"
+
+using namespace dedloc;
+using namespace dedloc::lab;
+
+namespace {
+
+std::string write_scenario(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / ("dedloc-scenario-" + name + ".yaml");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+const std::string kValid = R"(duration: 60s
+warmup: 20s
+recipe: some-recipe.yaml
+infrastructure: {rtt: 20ms, rate: 1Gbit, relays: 1}
+groups:
+  - {name: node, count: 2, compute: 50, rate: 100Mbit, rtt: 100ms}
+  - {name: home, count: 3, role: client, nat: true, upload: 20Mbit, download: 100Mbit, loss: 0.5%}
+faults:
+  - {at: 30s, kill: home-1}
+  - {at: 40s, link_down: node-0, for: 5s}
+  - {mtbf: 60s, group: home, downtime: 10s}
+)";
+
+}  // namespace
+
+TEST_CASE("Lab scenarios: the shipped scenarios load", "[lab]") {
+  for (const char* name : {"home-volunteers", "four-peers"}) {
+    auto s = load_scenario(test::source_path(std::string("bench/lab/scenarios/") + name + ".yaml"));
+    INFO(name << ": " << s.status().to_string());
+    REQUIRE(s.is_ok());
+    CHECK(std::filesystem::exists(s->recipe));
+  }
+  auto big = load_scenario(test::source_path("bench/lab/scenarios/home-volunteers.yaml"));
+  CHECK(big->peer_count() == 64);
+  CHECK(big->relays == 2);
+}
+
+TEST_CASE("Lab scenarios: every field as written", "[lab]") {
+  const std::string path = write_scenario("valid", kValid);
+  auto s = load_scenario(path);
+  INFO(s.status().to_string());
+  REQUIRE(s.is_ok());
+  CHECK(s->duration == std::chrono::seconds(60));
+  CHECK(s->recipe == (std::filesystem::path(path).parent_path() / "some-recipe.yaml").string());
+  CHECK(s->relays == 1);
+  REQUIRE(s->groups.size() == 2);
+  CHECK(s->groups[0].link.upload == Approx(12.5e6));
+  CHECK(s->groups[0].link.rtt == std::chrono::milliseconds(100));
+  CHECK(s->groups[1].role == PeerRole::kClient);
+  CHECK(s->groups[1].nat);
+  CHECK(s->groups[1].link.upload == Approx(2.5e6));
+  CHECK(s->groups[1].link.loss == Approx(0.005));
+  REQUIRE(s->faults.size() == 3);
+  CHECK(s->faults[1].kind == Fault::Kind::kLinkDown);
+  CHECK(s->faults[1].length == std::chrono::seconds(5));
+  CHECK(s->faults[2].kind == Fault::Kind::kRandomKills);
+  CHECK(s->faults[2].mean_time == std::chrono::seconds(60));
+}
+
+TEST_CASE("Lab scenarios: mistakes name their key and file", "[lab]") {
+  struct Bad {
+    std::string find, replace, expect;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {"rtt: 100ms}", "rtt: 100}", "rtt"},
+           {"compute: 50,", "compute: 50, colour: red,", "colour"},
+           {"role: client, nat: true", "role: node, nat: true", "cannot be a node"},
+           {"role: client,", "role: boss,", "'boss'"},
+           {"relays: 1", "relays: 0", "relay"},
+           {"warmup: 20s", "warmup: 90s", "warmup"},
+           {"{at: 30s, kill: home-1}", "{at: 30s}", "kill, start, link_down or mtbf"},
+           {"name: home,", "name: node,", "used twice"},
+       }) {
+    std::string text = kValid;
+    REQUIRE(text.find(bad.find) != std::string::npos);
+    text.replace(text.find(bad.find), bad.find.size(), bad.replace);
+    const std::string path = write_scenario("bad", text);
+    auto s = load_scenario(path);
+    INFO(bad.replace);
+    REQUIRE_FALSE(s.is_ok());
+    CHECK_THAT(s.status().message(), Catch::Contains(bad.expect));
+    CHECK_THAT(s.status().message(), Catch::Contains(path));
+  }
+}
