@@ -48,9 +48,10 @@ ReducerRound::ReducerRound(const Group& group, size_t me, std::span<float> mine,
     state.waiting_for = senders.size();
     std::span<float> acc = accumulator(parts_[local]);
     if (own_values_) {
-      // Our own contribution, in place: the accumulator is our values scaled by our weight (left as they
-      // are with centered clip, which reads them at completion).
-      if (!centered_clip_) float_ops::scale(acc, static_cast<float>(my_weight));
+      // Our own contribution, in place: the accumulator is our values, scaled by our weight with the first
+      // contribution that arrives (accumulate) or at completion (left as they are with centered clip, which
+      // reads them at completion).
+      state.own_unscaled = !centered_clip_;
       state.delivered[slot_of_member_[me]] = 1;
       state.weight = my_weight;
       state.contributions = 1;
@@ -122,7 +123,7 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
     replier.fail(usable);
   } else {
     // Summed as it arrives; with centered clip it is only kept, and averaged when the part completes.
-    if (!centered_clip_) accumulate(grid, *codec, part.weight, bytes, values);
+    if (!centered_clip_) accumulate(state, grid, *codec, part.weight, bytes, values);
     state.weight += part.weight;
     ++state.contributions;
     ++unanswered_[slot];
@@ -131,18 +132,29 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
   if (state.waiting_for == 0) complete(state, local, now);
 }
 
-void ReducerRound::accumulate(const Part& grid, Codec codec, double weight, const std::uint8_t* bytes,
-                              std::span<const float> decoded) {
+void ReducerRound::accumulate(PartState& state, const Part& grid, Codec codec, double weight,
+                              const std::uint8_t* bytes, std::span<const float> decoded) {
   std::span<float> acc = accumulator(grid);
   const float w = static_cast<float>(weight);
+  // acc += w · src, or acc = v · acc + w · src while our own values still wait for their weight v.
+  const bool own = state.own_unscaled;
+  const float v = static_cast<float>(my_weight_);
+  state.own_unscaled = false;
+  auto add = [&](std::span<float> target, const std::uint8_t* src) {
+    if (own) {
+      float_ops::scale_add_scaled(target, v, w, src);
+    } else {
+      float_ops::add_scaled(target, w, src);
+    }
+  };
   if (codec == Codec::kNone) {
-    float_ops::add_scaled(acc, w, bytes);
+    add(acc, bytes);
   } else if (codec == Codec::kFloat16) {
     float_ops::for_each_fp16_chunk(bytes, grid.size(), [&](size_t at, std::span<const float> chunk) {
-      float_ops::add_scaled(acc.subspan(at, chunk.size()), w, reinterpret_cast<const std::uint8_t*>(chunk.data()));
+      add(acc.subspan(at, chunk.size()), reinterpret_cast<const std::uint8_t*>(chunk.data()));
     });
   } else {
-    float_ops::add_scaled(acc, w, reinterpret_cast<const std::uint8_t*>(decoded.data()));
+    add(acc, reinterpret_cast<const std::uint8_t*>(decoded.data()));
   }
 }
 
@@ -170,11 +182,25 @@ void ReducerRound::clip_average(const PartState& state, std::span<float> avg) {
 void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
   const Part& grid = parts_[local];
   std::span<float> avg = accumulator(grid);
+  // The sum becomes the average: with the first sender's delta in the same pass where that sender used
+  // codec none (`scaled_with` is then that sender's entry), on its own otherwise.
+  const Pending* scaled_with = nullptr;
   if (state.weight > 0 && centered_clip_) {
     clip_average(state, avg);
+  } else if (state.own_unscaled && !(state.weight > 0)) {
+    float_ops::scale(avg, static_cast<float>(my_weight_));  // as if scaled on arrival: nothing weighed
   } else if (state.weight > 0) {
-    float_ops::scale(avg, static_cast<float>(1.0 / state.weight));
+    const auto inverse = static_cast<float>(1.0 / state.weight);
+    if (state.own_unscaled) {  // nothing arrived but our own values (so nobody waits for a delta)
+      float_ops::scale_twice(avg, static_cast<float>(my_weight_), inverse);
+    } else if (!state.pending.empty() && state.pending.front().codec == Codec::kNone) {
+      scaled_with = &state.pending.front();
+      float_ops::scale_subtract_from(avg, inverse, static_cast<std::uint8_t*>(state.pending.front().payload.data()));
+    } else {
+      float_ops::scale(avg, inverse);
+    }
   }
+  state.own_unscaled = false;
   std::span<float> delta = scratch_.first(grid.size());
   for (auto& pending : state.pending) {
     const size_t slot = slot_of_member_[pending.sender];
@@ -182,7 +208,9 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
     // decoded it), and no allocation or fresh page per reply.
     auto* bytes = static_cast<std::uint8_t*>(pending.payload.data());
     const std::span<std::uint8_t> frame(bytes, pending.payload.size());
-    if (state.weight > 0 && pending.codec == Codec::kNone) {
+    if (&pending == scaled_with) {
+      // its delta is written already
+    } else if (state.weight > 0 && pending.codec == Codec::kNone) {
       float_ops::subtract_from(avg, bytes);
     } else if (state.weight > 0 && pending.codec == Codec::kFloat16) {
       float_ops::transform_fp16_chunks(bytes, avg.size(), [&](size_t at, std::span<float> chunk) {
