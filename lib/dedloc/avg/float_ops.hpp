@@ -76,22 +76,6 @@ inline void scale_twice(std::span<float> x, float first, float second) {
   for (; i < x.size(); ++i) x[i] = (x[i] * first) * second;
 }
 
-// x[i] *= factor, then dst[i] = x[i] − dst[i]: a part's sum turned into its average and the first sender's
-// delta in one pass (bit-identical to scale() then subtract_from()).
-inline void scale_subtract_from(std::span<float> x, float factor, std::uint8_t* dst) {
-  size_t i = 0;
-  for (; i + 4 <= x.size(); i += 4) {
-    const Float4 avg = load4(&x[i]) * factor;
-    store4(&x[i], avg);
-    store4(dst + 4 * i, avg - load4(dst + 4 * i));
-  }
-  for (; i < x.size(); ++i) {
-    x[i] *= factor;
-    const float d = x[i] - load1(dst + 4 * i);
-    std::memcpy(dst + 4 * i, &d, sizeof d);
-  }
-}
-
 // dst[i] = from[i] − dst[i], dst: from.size() floats (the delta, written over what the sender sent)
 inline void subtract_from(std::span<const float> from, std::uint8_t* dst) {
   size_t i = 0;

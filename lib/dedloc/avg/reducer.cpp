@@ -182,25 +182,34 @@ void ReducerRound::clip_average(const PartState& state, std::span<float> avg) {
 void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
   const Part& grid = parts_[local];
   std::span<float> avg = accumulator(grid);
-  // The sum becomes the average: with the first sender's delta in the same pass where that sender used
-  // codec none (`scaled_with` is then that sender's entry), on its own otherwise.
-  const Pending* scaled_with = nullptr;
-  if (state.weight > 0 && centered_clip_) {
+  const bool weighed = state.weight > 0;
+  const auto inverse = static_cast<float>(1.0 / state.weight);
+  bool sum_to_scale = false;  // the accumulator holds the weighted sum, to be divided by the total weight
+  if (weighed && centered_clip_) {
     clip_average(state, avg);
-  } else if (state.own_unscaled && !(state.weight > 0)) {
-    float_ops::scale(avg, static_cast<float>(my_weight_));  // as if scaled on arrival: nothing weighed
-  } else if (state.weight > 0) {
-    const auto inverse = static_cast<float>(1.0 / state.weight);
-    if (state.own_unscaled) {  // nothing arrived but our own values (so nobody waits for a delta)
+  } else if (state.own_unscaled) {  // nothing arrived but our own values (so nobody waits for a delta)
+    if (weighed) {
       float_ops::scale_twice(avg, static_cast<float>(my_weight_), inverse);
-    } else if (!state.pending.empty() && state.pending.front().codec == Codec::kNone) {
-      scaled_with = &state.pending.front();
-      float_ops::scale_subtract_from(avg, inverse, static_cast<std::uint8_t*>(state.pending.front().payload.data()));
     } else {
-      float_ops::scale(avg, inverse);
+      float_ops::scale(avg, static_cast<float>(my_weight_));  // as if scaled on arrival: nothing weighed
     }
+  } else {
+    sum_to_scale = weighed;
   }
   state.own_unscaled = false;
+  // The sum becomes the average, and each codec-none sender's delta is written over its frame, in one pass
+  // over the part a block at a time: the block stays in L1 while every sender's delta is taken from it.
+  if (weighed) {
+    for (size_t at = 0; at < avg.size(); at += float_ops::kChunk) {
+      const std::span<float> block = avg.subspan(at, std::min(float_ops::kChunk, avg.size() - at));
+      if (sum_to_scale) float_ops::scale(block, inverse);
+      for (auto& pending : state.pending) {
+        if (pending.codec == Codec::kNone) {
+          float_ops::subtract_from(block, static_cast<std::uint8_t*>(pending.payload.data()) + sizeof(float) * at);
+        }
+      }
+    }
+  }
   std::span<float> delta = scratch_.first(grid.size());
   for (auto& pending : state.pending) {
     const size_t slot = slot_of_member_[pending.sender];
@@ -208,16 +217,14 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
     // decoded it), and no allocation or fresh page per reply.
     auto* bytes = static_cast<std::uint8_t*>(pending.payload.data());
     const std::span<std::uint8_t> frame(bytes, pending.payload.size());
-    if (&pending == scaled_with) {
-      // its delta is written already
-    } else if (state.weight > 0 && pending.codec == Codec::kNone) {
-      float_ops::subtract_from(avg, bytes);
-    } else if (state.weight > 0 && pending.codec == Codec::kFloat16) {
+    if (weighed && pending.codec == Codec::kNone) {
+      // its delta is written already (above)
+    } else if (weighed && pending.codec == Codec::kFloat16) {
       float_ops::transform_fp16_chunks(bytes, avg.size(), [&](size_t at, std::span<float> chunk) {
         float_ops::subtract_from(avg.subspan(at, chunk.size()), reinterpret_cast<std::uint8_t*>(chunk.data()));
       });
     } else {
-      if (state.weight > 0 && decode(pending.codec, frame, delta).is_ok()) {
+      if (weighed && decode(pending.codec, frame, delta).is_ok()) {
         float_ops::subtract_from(avg, reinterpret_cast<std::uint8_t*>(delta.data()));
       } else {
         std::fill(delta.begin(), delta.end(), 0.0f);  // nothing weighed: everyone keeps its values
