@@ -19,6 +19,7 @@ class ClientLoop {
     Outgoing message;
     Deadline deadline;
     Client::Callback done;
+    bool disconnect = false;  // not a request: close the connection to `endpoint` (Client::disconnect)
   };
 
   ClientLoop(zmq::context_t& context, ClientOptions options) : context_(context), options_(std::move(options)) {
@@ -62,6 +63,9 @@ class ClientLoop {
 
   void start_request(Request&& request);
   void start_requests_from_loop();
+  // A request or a disconnect, taken from the mailbox or from_loop_.
+  void take(Request&& request);
+  void disconnect_now(const std::string& endpoint);
   void receive_from(Connection& connection, const std::string& endpoint);
   void complete(std::uint64_t request_id, Result<Incoming>&& outcome);
   void expire_deadlines();
@@ -148,10 +152,26 @@ void ClientLoop::start_requests_from_loop() {
   while (!from_loop_.empty()) {
     std::vector<Request> batch;
     batch.swap(from_loop_);
-    for (auto& request : batch) {
-      if (request.done) start_request(std::move(request));
-    }
+    for (auto& request : batch) take(std::move(request));
   }
+}
+
+void ClientLoop::take(Request&& request) {
+  if (request.disconnect) {
+    disconnect_now(request.endpoint);
+  } else if (request.done) {
+    start_request(std::move(request));
+  }
+}
+
+void ClientLoop::disconnect_now(const std::string& endpoint) {
+  std::vector<std::uint64_t> in_flight;
+  for (const auto& [rid, pending] : pending_) {
+    if (pending.endpoint == endpoint) in_flight.push_back(rid);
+  }
+  for (std::uint64_t rid : in_flight) complete(rid, error(Code::kCancelled, "the connection to " + endpoint + " was closed"));
+  // Linger is 0: closing drops what is queued at once, and ZeroMQ gives back its zero-copy frames.
+  connections_.erase(endpoint);
 }
 
 void ClientLoop::complete(std::uint64_t request_id, Result<Incoming>&& outcome) {
@@ -261,10 +281,11 @@ void ClientLoop::run() {
     for (size_t i = 1; i < items.size(); ++i) {
       if (items[i].revents & ZMQ_POLLIN) receive_from(*order[i - 1].second, *order[i - 1].first);
     }
+    // What those completions sent goes out before the mailbox is read: a disconnect another thread queued
+    // after such a send (Client::disconnect) then drops it too.
+    start_requests_from_loop();
     if (items[0].revents & ZMQ_POLLIN) {
-      for (auto& request : mailbox_.drain()) {
-        if (request.done) start_request(std::move(request));
-      }
+      for (auto& request : mailbox_.drain()) take(std::move(request));
     }
     if (cancelling_.exchange(false)) {
       while (!pending_.empty()) complete(pending_.begin()->first, error(Code::kCancelled, "the call was cancelled"));
@@ -320,5 +341,12 @@ PendingCall Client::call(const std::string& endpoint, Outgoing request, Deadline
 }
 
 void Client::cancel_pending() { loop_->request_cancel(); }
+
+void Client::disconnect(const std::string& endpoint) {
+  ClientLoop::Request request;
+  request.endpoint = endpoint;
+  request.disconnect = true;
+  loop_->submit(std::move(request));
+}
 
 }  // namespace dedloc::net
