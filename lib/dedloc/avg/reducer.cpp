@@ -183,7 +183,7 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
   const Part& grid = parts_[local];
   std::span<float> avg = accumulator(grid);
   const bool weighed = state.weight > 0;
-  const auto inverse = static_cast<float>(1.0 / state.weight);
+  const float inverse = weighed ? static_cast<float>(1.0 / state.weight) : 0.0f;
   bool sum_to_scale = false;  // the accumulator holds the weighted sum, to be divided by the total weight
   if (weighed && centered_clip_) {
     clip_average(state, avg);
