@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <future>
 #include <optional>
 #include <random>
@@ -141,6 +142,45 @@ TEST_CASE("cancel_pending fails the calls in flight at once and leaves the clien
   CHECK(elapsed_ms(start) < 500);
   // Later calls are not affected.
   auto after = client.call(answering.endpoint(), Outgoing::of(wire::Ping{1}), Deadline::after(5s)).wait();
+  CHECK(after.is_ok());
+}
+
+TEST_CASE("disconnect drops what is queued to a peer, gives zero-copy frames back and fails its calls",
+          "[net][rpc][faults]") {
+  std::vector<std::uint8_t> lent(64 << 10, 7);
+  std::atomic<int> given_back{0};  // both outlive the client, which would give the frame back at the latest
+  zmq::context_t context;
+  Client client(context, {});
+  // A frame lent to ZeroMQ (zero-copy), queued to an endpoint where nothing listens: it waits there for a
+  // connection, its memory still ZeroMQ's, until we disconnect.
+  std::vector<zmq::message_t> frames;
+  frames.emplace_back(lent.data(), lent.size(), [](void*, void* hint) { static_cast<std::atomic<int>*>(hint)->fetch_add(1); },
+                      &given_back);
+  const std::string nobody = dead_endpoint(context);
+  auto queued = client.call(nobody, Outgoing::of(wire::Probe{1, true}, std::move(frames)), Deadline::after(30s));
+  std::this_thread::sleep_for(100ms);
+  CHECK(given_back.load() == 0);
+  CHECK_FALSE(queued.ready());
+
+  // A call in flight to a live peer that never answers fails at once too; the connection is made anew later.
+  Server silent(context, {});
+  silent.handle(wire::MessageType::kPing, [](Incoming&&, Replier) { /* never answers */ });
+  REQUIRE(silent.start().is_ok());
+  auto unanswered = client.call(silent.endpoint(), Outgoing::of(wire::Ping{1}), Deadline::after(30s));
+  std::this_thread::sleep_for(100ms);  // sent
+
+  auto start = std::chrono::steady_clock::now();
+  client.disconnect(nobody);
+  client.disconnect(silent.endpoint());
+  for (auto* call : {&queued, &unanswered}) {
+    auto reply = call->wait();
+    REQUIRE_FALSE(reply.is_ok());
+    CHECK(reply.status().code() == Code::kCancelled);
+  }
+  while (given_back.load() == 0 && elapsed_ms(start) < 1000) std::this_thread::sleep_for(1ms);
+  CHECK(given_back.load() == 1);
+  CHECK(elapsed_ms(start) < 500);
+  auto after = client.call(silent.endpoint(), Outgoing::of(wire::Probe{2, false}), Deadline::after(5s)).wait();
   CHECK(after.is_ok());
 }
 

@@ -7,6 +7,7 @@
 #include "dedloc/avg/float_ops.hpp"
 #include "dedloc/avg/in_flight_window.hpp"
 #include "dedloc/avg/reducer.hpp"
+#include "dedloc/core/check.hpp"
 #include "dedloc/core/memory.hpp"
 
 namespace dedloc::avg {
@@ -24,6 +25,10 @@ constexpr Duration kCheckInterval = std::chrono::milliseconds(20);
 constexpr size_t kHeldPartsPerSender = 8;
 // Expected rounds at once (a peer prepares one round ahead; the rest are stale or hostile).
 constexpr size_t kExpectedRoundsRemembered = 4;
+// How long run() waits, after closing the connections to reducers it gave up on, for ZeroMQ to give back the
+// parts it sent straight from the caller's vector. ZeroMQ's I/O thread does so within a millisecond; past this
+// something is badly wrong, and returning would let ZeroMQ read memory the caller may free.
+constexpr Duration kLoanReturnLimit = std::chrono::seconds(60);
 
 ByteSpan bytes_of(const zmq::message_t& message) {
   return {static_cast<const std::uint8_t*>(message.data()), message.size()};
@@ -31,7 +36,7 @@ ByteSpan bytes_of(const zmq::message_t& message) {
 
 }  // namespace
 
-// The memory of the parts we send, touched once and reused between parts and rounds (a fresh
+// The memory of the compressed parts we send, touched once and reused between parts and rounds (a fresh
 // page costs more than the network takes to move it). A frame lends ZeroMQ one buffer (zero-copy); ZeroMQ
 // gives it back, from its I/O thread, once the bytes are written to the socket or the message is dropped.
 // A lent buffer keeps the pool alive, so frames may outlive the AllReduce. The pool grows to the most
@@ -76,6 +81,41 @@ class FramePool : public std::enable_shared_from_this<FramePool> {
 
 namespace {
 
+// Parts of the caller's vector lent to ZeroMQ (codec none is sent straight from it, zero-copy): counted, so
+// that run() gives the vector back only when ZeroMQ has let go of every one.
+struct Loans {
+  std::mutex mutex;
+  std::condition_variable returned;
+  size_t out = 0;
+
+  // A frame over `bytes`, counted until ZeroMQ lets go of it.
+  static zmq::message_t lend(const std::shared_ptr<Loans>& loans, std::span<const std::uint8_t> bytes) {
+    {
+      std::lock_guard lock(loans->mutex);
+      ++loans->out;
+    }
+    auto* hint = new std::shared_ptr<Loans>(loans);  // keeps the count alive until the last frame is back
+    return zmq::message_t(const_cast<std::uint8_t*>(bytes.data()), bytes.size(), &Loans::give_back, hint);
+  }
+
+  // False if some are still out at `deadline`.
+  bool wait_all_back(TimePoint deadline) {
+    std::unique_lock lock(mutex);
+    return returned.wait_until(lock, deadline, [&] { return out == 0; });
+  }
+
+ private:
+  static void give_back(void* /*data*/, void* hint) {
+    auto* loans = static_cast<std::shared_ptr<Loans>*>(hint);
+    {
+      std::lock_guard lock((*loans)->mutex);
+      --(*loans)->out;
+      (*loans)->returned.notify_all();
+    }
+    delete loans;
+  }
+};
+
 // The sending half of one round: our parts to every other reducer, `window` at a time, and the deltas
 // they return. Completions run on the client's loop thread; the caller's thread starts sends and retries.
 // Shared with the completions, which may outlive run() (after its deadline): `closed` stops them touching
@@ -98,6 +138,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
   AllReduceOptions options;
   std::vector<float>* scratch = nullptr;
   FramePool* pool = nullptr;
+  std::shared_ptr<Loans> loans = std::make_shared<Loans>();
 
   std::mutex mutex;
   std::condition_variable changed;
@@ -148,8 +189,16 @@ struct Sender : std::enable_shared_from_this<Sender> {
     ToReducer& r = reducers[slot];
     const Part& part = r.parts[position];
     std::span<const float> values = vector.subspan(static_cast<size_t>(part.begin), part.size());
-    zmq::message_t frame = pool->take(encoded_bytes(options.codec, values.size()));
-    encode(options.codec, values, {static_cast<std::uint8_t*>(frame.data()), frame.size()});
+    zmq::message_t frame;
+    if (options.codec == Codec::kNone) {
+      // Straight from the vector, which holds the wire format already (codec.hpp): no copy. Nothing writes
+      // these values while ZeroMQ may read them: only this part's delta does, and it comes after the
+      // reducer received the whole part; run() waits for every loan before it returns.
+      frame = Loans::lend(loans, {reinterpret_cast<const std::uint8_t*>(values.data()), values.size_bytes()});
+    } else {
+      frame = pool->take(encoded_bytes(options.codec, values.size()));
+      encode(options.codec, values, {static_cast<std::uint8_t*>(frame.data()), frame.size()});
+    }
     std::vector<zmq::message_t> frames;
     frames.push_back(std::move(frame));
     ++r.in_flight;
@@ -403,14 +452,24 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
   AllReduceResult result;
   {
     std::lock_guard lock(sender->mutex);
-    sender->closed = true;  // late completions no longer touch `vector`
+    sender->closed = true;  // late completions no longer touch `vector`, and nothing more is sent
     for (const auto& r : sender->reducers) {
-      if (r.failed || r.unresolved > 0) result.failed_reducers.push_back(group.member(r.member).id);
+      if (r.failed || r.unresolved > 0) {
+        result.failed_reducers.push_back(group.member(r.member).id);
+        // Parts of `vector` may still wait in ZeroMQ's queue to it (a dead or stalled peer): closing the
+        // connection drops them (below, we wait until they are given back).
+        if (options.codec == Codec::kNone) client_.disconnect(group.member(r.member).endpoint);
+      }
     }
     std::uint64_t averaged = sender->averaged_elements + (self.sends() ? my_elements : 0);
     result.averaged_fraction = group.length() == 0 || !self.sends() ? 1.0
                                                                     : static_cast<double>(averaged) / static_cast<double>(group.length());
   }
+  // The caller may free or change `vector` once we return: ZeroMQ must have let go of every part sent from
+  // it. Those to reducers that answered were written to their sockets before the answers came; the rest
+  // were dropped with their connections above.
+  DEDLOC_CHECK(sender->loans->wait_all_back(std::chrono::steady_clock::now() + kLoanReturnLimit),
+               "ZeroMQ kept parts of the vector for a minute after their connections were closed");
   for (size_t m : reducer->banned()) result.banned_senders.push_back(group.member(m).id);
   {
     std::lock_guard lock(sender->mutex);

@@ -1,6 +1,6 @@
 // The butterfly all-reduce: every member averages the parts of the vector its plan share
 // assigned to it (ReducerRound), while it streams its own parts to the other reducers and adds back the
-// deltas they return. Senders keep `window` parts in flight per reducer, so sending, reducing and
+// deltas they return. Senders keep a window of parts in flight per reducer, so sending, reducing and
 // returning overlap.
 //
 // The window: a sender keeps between `window` and `max_window` parts in flight per reducer, sized during
@@ -16,6 +16,11 @@
 // does not answer a part within `reducer_timeout` (it keeps its own values for that reducer's remaining
 // parts and reports the fraction it got averaged). `reducer_timeout` should exceed `sender_timeout`: a
 // reducer legitimately holds a part's answer while it waits for a slow sender.
+//
+// Without compression our parts are sent straight from the caller's vector (ZeroMQ zero-copy frames): run()
+// returns only once ZeroMQ has let go of all of them, and to that end closes its client's connections to
+// the reducers it gave up on (net::Client::disconnect: what is queued to them is dropped, and other calls in
+// flight to those peers fail with kCancelled).
 #pragma once
 
 #include <atomic>
@@ -131,7 +136,7 @@ class AllReduce {
   std::vector<float> workspace_;       // an aux member's accumulators
   std::vector<float> reduce_scratch_;  // the reducer's decoded parts
   std::vector<float> send_scratch_;    // decoded deltas (on the client's loop thread)
-  std::shared_ptr<FramePool> frames_;  // the memory of the parts we send (lent to ZeroMQ, given back)
+  std::shared_ptr<FramePool> frames_;  // the memory of the compressed parts we send (lent to ZeroMQ, given back)
   size_t learned_window_ = 0;          // the window the last round ended with: the next one starts there
 };
 

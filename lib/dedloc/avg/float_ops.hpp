@@ -61,6 +61,21 @@ inline void add_scaled(std::span<float> target, float w, const std::uint8_t* src
   for (; i < target.size(); ++i) target[i] += w * load1(src + 4 * i);
 }
 
+// target[i] = v · target[i] + w · src[i]: a reducer's own values (not yet scaled by its weight `v`) and the
+// first contribution, in one pass instead of two (the same two products and one sum: bit-identical).
+inline void scale_add_scaled(std::span<float> target, float v, float w, const std::uint8_t* src) {
+  size_t i = 0;
+  for (; i + 4 <= target.size(); i += 4) store4(&target[i], v * load4(&target[i]) + w * load4(src + 4 * i));
+  for (; i < target.size(); ++i) target[i] = v * target[i] + w * load1(src + 4 * i);
+}
+
+// x[i] = (x[i] · first) · second: two scalings in one pass (bit-identical to two scale() calls).
+inline void scale_twice(std::span<float> x, float first, float second) {
+  size_t i = 0;
+  for (; i + 4 <= x.size(); i += 4) store4(&x[i], (load4(&x[i]) * first) * second);
+  for (; i < x.size(); ++i) x[i] = (x[i] * first) * second;
+}
+
 // dst[i] = from[i] − dst[i], dst: from.size() floats (the delta, written over what the sender sent)
 inline void subtract_from(std::span<const float> from, std::uint8_t* dst) {
   size_t i = 0;

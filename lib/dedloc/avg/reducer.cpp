@@ -48,9 +48,10 @@ ReducerRound::ReducerRound(const Group& group, size_t me, std::span<float> mine,
     state.waiting_for = senders.size();
     std::span<float> acc = accumulator(parts_[local]);
     if (own_values_) {
-      // Our own contribution, in place: the accumulator is our values scaled by our weight (left as they
-      // are with centered clip, which reads them at completion).
-      if (!centered_clip_) float_ops::scale(acc, static_cast<float>(my_weight));
+      // Our own contribution, in place: the accumulator is our values, scaled by our weight with the first
+      // contribution that arrives (accumulate) or at completion (left as they are with centered clip, which
+      // reads them at completion).
+      state.own_unscaled = !centered_clip_;
       state.delivered[slot_of_member_[me]] = 1;
       state.weight = my_weight;
       state.contributions = 1;
@@ -122,7 +123,7 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
     replier.fail(usable);
   } else {
     // Summed as it arrives; with centered clip it is only kept, and averaged when the part completes.
-    if (!centered_clip_) accumulate(grid, *codec, part.weight, bytes, values);
+    if (!centered_clip_) accumulate(state, grid, *codec, part.weight, bytes, values);
     state.weight += part.weight;
     ++state.contributions;
     ++unanswered_[slot];
@@ -131,18 +132,29 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
   if (state.waiting_for == 0) complete(state, local, now);
 }
 
-void ReducerRound::accumulate(const Part& grid, Codec codec, double weight, const std::uint8_t* bytes,
-                              std::span<const float> decoded) {
+void ReducerRound::accumulate(PartState& state, const Part& grid, Codec codec, double weight,
+                              const std::uint8_t* bytes, std::span<const float> decoded) {
   std::span<float> acc = accumulator(grid);
   const float w = static_cast<float>(weight);
+  // acc += w · src, or acc = v · acc + w · src while our own values still wait for their weight v.
+  const bool own = state.own_unscaled;
+  const float v = static_cast<float>(my_weight_);
+  state.own_unscaled = false;
+  auto add = [&](std::span<float> target, const std::uint8_t* src) {
+    if (own) {
+      float_ops::scale_add_scaled(target, v, w, src);
+    } else {
+      float_ops::add_scaled(target, w, src);
+    }
+  };
   if (codec == Codec::kNone) {
-    float_ops::add_scaled(acc, w, bytes);
+    add(acc, bytes);
   } else if (codec == Codec::kFloat16) {
     float_ops::for_each_fp16_chunk(bytes, grid.size(), [&](size_t at, std::span<const float> chunk) {
-      float_ops::add_scaled(acc.subspan(at, chunk.size()), w, reinterpret_cast<const std::uint8_t*>(chunk.data()));
+      add(acc.subspan(at, chunk.size()), reinterpret_cast<const std::uint8_t*>(chunk.data()));
     });
   } else {
-    float_ops::add_scaled(acc, w, reinterpret_cast<const std::uint8_t*>(decoded.data()));
+    add(acc, reinterpret_cast<const std::uint8_t*>(decoded.data()));
   }
 }
 
@@ -170,10 +182,33 @@ void ReducerRound::clip_average(const PartState& state, std::span<float> avg) {
 void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
   const Part& grid = parts_[local];
   std::span<float> avg = accumulator(grid);
-  if (state.weight > 0 && centered_clip_) {
+  const bool weighed = state.weight > 0;
+  const float inverse = weighed ? static_cast<float>(1.0 / state.weight) : 0.0f;
+  bool sum_to_scale = false;  // the accumulator holds the weighted sum, to be divided by the total weight
+  if (weighed && centered_clip_) {
     clip_average(state, avg);
-  } else if (state.weight > 0) {
-    float_ops::scale(avg, static_cast<float>(1.0 / state.weight));
+  } else if (state.own_unscaled) {  // nothing arrived but our own values (so nobody waits for a delta)
+    if (weighed) {
+      float_ops::scale_twice(avg, static_cast<float>(my_weight_), inverse);
+    } else {
+      float_ops::scale(avg, static_cast<float>(my_weight_));  // as if scaled on arrival: nothing weighed
+    }
+  } else {
+    sum_to_scale = weighed;
+  }
+  state.own_unscaled = false;
+  // The sum becomes the average, and each codec-none sender's delta is written over its frame, in one pass
+  // over the part a block at a time: the block stays in L1 while every sender's delta is taken from it.
+  if (weighed) {
+    for (size_t at = 0; at < avg.size(); at += float_ops::kChunk) {
+      const std::span<float> block = avg.subspan(at, std::min(float_ops::kChunk, avg.size() - at));
+      if (sum_to_scale) float_ops::scale(block, inverse);
+      for (auto& pending : state.pending) {
+        if (pending.codec == Codec::kNone) {
+          float_ops::subtract_from(block, static_cast<std::uint8_t*>(pending.payload.data()) + sizeof(float) * at);
+        }
+      }
+    }
   }
   std::span<float> delta = scratch_.first(grid.size());
   for (auto& pending : state.pending) {
@@ -182,14 +217,14 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
     // decoded it), and no allocation or fresh page per reply.
     auto* bytes = static_cast<std::uint8_t*>(pending.payload.data());
     const std::span<std::uint8_t> frame(bytes, pending.payload.size());
-    if (state.weight > 0 && pending.codec == Codec::kNone) {
-      float_ops::subtract_from(avg, bytes);
-    } else if (state.weight > 0 && pending.codec == Codec::kFloat16) {
+    if (weighed && pending.codec == Codec::kNone) {
+      // its delta is written already (above)
+    } else if (weighed && pending.codec == Codec::kFloat16) {
       float_ops::transform_fp16_chunks(bytes, avg.size(), [&](size_t at, std::span<float> chunk) {
         float_ops::subtract_from(avg.subspan(at, chunk.size()), reinterpret_cast<std::uint8_t*>(chunk.data()));
       });
     } else {
-      if (state.weight > 0 && decode(pending.codec, frame, delta).is_ok()) {
+      if (weighed && decode(pending.codec, frame, delta).is_ok()) {
         float_ops::subtract_from(avg, reinterpret_cast<std::uint8_t*>(delta.data()));
       } else {
         std::fill(delta.begin(), delta.end(), 0.0f);  // nothing weighed: everyone keeps its values

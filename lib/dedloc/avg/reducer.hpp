@@ -71,13 +71,17 @@ class ReducerRound {
     double weight = 0;
     size_t contributions = 0;
     bool complete = false;
+    // Our own values are in the accumulator as they are, not yet scaled by our weight: the first
+    // contribution's pass applies it (one pass over the part instead of a pass over our whole range when
+    // the round starts, on memory gone cold by then).
+    bool own_unscaled = false;
     std::vector<Pending> pending;
   };
 
   std::span<float> accumulator(const Part& part);
   // Adds a checked contribution to the part's accumulator: read straight from the frame (`bytes`) for none
   // and fp16, from `decoded` for the other codecs.
-  void accumulate(const Part& grid, Codec codec, double weight, const std::uint8_t* bytes,
+  void accumulate(PartState& state, const Part& grid, Codec codec, double weight, const std::uint8_t* bytes,
                   std::span<const float> decoded);
   // With centered clip: the part's contributions (ours first, then each pending sender's), robustly averaged
   // into `avg`.

@@ -19,13 +19,24 @@ class ClientLoop {
     Outgoing message;
     Deadline deadline;
     Client::Callback done;
+    bool disconnect = false;  // not a request: close the connection to `endpoint` (Client::disconnect)
   };
 
   ClientLoop(zmq::context_t& context, ClientOptions options) : context_(context), options_(std::move(options)) {
     resolve_process_defaults(options_.socket);
   }
 
-  void submit(Request request) { mailbox_.push(std::move(request)); }
+  // From the loop thread itself (a completion callback that sends the next request), the request waits in
+  // a plain queue that the loop takes before it next polls: no doorbell to ring and no extra trip through
+  // poll. Not started at once, so that a request failing at once does not complete inside the callback
+  // that made it (which may hold its own locks).
+  void submit(Request request) {
+    if (std::this_thread::get_id() == thread_id_.load(std::memory_order_relaxed)) {
+      from_loop_.push_back(std::move(request));
+    } else {
+      mailbox_.push(std::move(request));
+    }
+  }
   void request_stop() {
     stopping_.store(true);
     mailbox_.push({});
@@ -51,6 +62,10 @@ class ClientLoop {
   using DeadlineEntry = std::pair<TimePoint, std::uint64_t>;
 
   void start_request(Request&& request);
+  void start_requests_from_loop();
+  // A request or a disconnect, taken from the mailbox or from_loop_.
+  void take(Request&& request);
+  void disconnect_now(const std::string& endpoint);
   void receive_from(Connection& connection, const std::string& endpoint);
   void complete(std::uint64_t request_id, Result<Incoming>&& outcome);
   void expire_deadlines();
@@ -60,6 +75,8 @@ class ClientLoop {
   zmq::context_t& context_;
   ClientOptions options_;
   Mailbox<Request> mailbox_;
+  std::atomic<std::thread::id> thread_id_{};  // the loop's, once run() started
+  std::vector<Request> from_loop_;     // submitted on the loop thread; loop thread only
   std::atomic<bool> stopping_{false};
   std::atomic<bool> cancelling_{false};  // cancel_pending() asked: fail what is in flight
   std::map<std::string, Connection> connections_;
@@ -128,6 +145,33 @@ void ClientLoop::start_request(Request&& request) {
   connection->last_used = std::chrono::steady_clock::now();
   pending_.emplace(rid, Pending{std::move(request.done), request.endpoint, request.deadline.at});
   deadlines_.emplace(request.deadline.at, rid);
+}
+
+void ClientLoop::start_requests_from_loop() {
+  // A request that fails at once completes here, and its callback may submit again: until none is left.
+  while (!from_loop_.empty()) {
+    std::vector<Request> batch;
+    batch.swap(from_loop_);
+    for (auto& request : batch) take(std::move(request));
+  }
+}
+
+void ClientLoop::take(Request&& request) {
+  if (request.disconnect) {
+    disconnect_now(request.endpoint);
+  } else if (request.done) {
+    start_request(std::move(request));
+  }
+}
+
+void ClientLoop::disconnect_now(const std::string& endpoint) {
+  std::vector<std::uint64_t> in_flight;
+  for (const auto& [rid, pending] : pending_) {
+    if (pending.endpoint == endpoint) in_flight.push_back(rid);
+  }
+  for (std::uint64_t rid : in_flight) complete(rid, error(Code::kCancelled, "the connection to " + endpoint + " was closed"));
+  // Linger is 0: closing drops what is queued at once, and ZeroMQ gives back its zero-copy frames.
+  connections_.erase(endpoint);
 }
 
 void ClientLoop::complete(std::uint64_t request_id, Result<Incoming>&& outcome) {
@@ -207,6 +251,7 @@ void ClientLoop::close_idle_connections() {
 }
 
 void ClientLoop::run() {
+  thread_id_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   std::vector<zmq_pollitem_t> items;
   std::vector<std::pair<const std::string*, Connection*>> order;
   auto last_idle_check = std::chrono::steady_clock::now();
@@ -236,27 +281,40 @@ void ClientLoop::run() {
     for (size_t i = 1; i < items.size(); ++i) {
       if (items[i].revents & ZMQ_POLLIN) receive_from(*order[i - 1].second, *order[i - 1].first);
     }
+    // What those completions sent goes out before the mailbox is read: a disconnect another thread queued
+    // after such a send (Client::disconnect) then drops it too.
+    start_requests_from_loop();
     if (items[0].revents & ZMQ_POLLIN) {
-      for (auto& request : mailbox_.drain()) {
-        if (request.done) start_request(std::move(request));
-      }
+      for (auto& request : mailbox_.drain()) take(std::move(request));
     }
     if (cancelling_.exchange(false)) {
       while (!pending_.empty()) complete(pending_.begin()->first, error(Code::kCancelled, "the call was cancelled"));
     }
     expire_deadlines();
+    start_requests_from_loop();
     if (std::chrono::steady_clock::now() - last_idle_check > std::chrono::seconds(1)) {
       close_idle_connections();
       last_idle_check = std::chrono::steady_clock::now();
     }
   }
-  // Shutting down: everyone still waiting learns it now.
+  // Shutting down: everyone still waiting learns it now (a callback that submits again adds to from_loop_).
   for (auto& request : mailbox_.drain()) {
     if (request.done) request.done(error(Code::kCancelled, "the client is shutting down"));
   }
+  auto cancel_from_loop = [&] {
+    while (!from_loop_.empty()) {
+      std::vector<Request> batch;
+      batch.swap(from_loop_);
+      for (auto& request : batch) {
+        if (request.done) request.done(error(Code::kCancelled, "the client is shutting down"));
+      }
+    }
+  };
+  cancel_from_loop();
   while (!pending_.empty()) {
     complete(pending_.begin()->first, error(Code::kCancelled, "the client is shutting down"));
   }
+  cancel_from_loop();
   connections_.clear();
 }
 
@@ -283,5 +341,12 @@ PendingCall Client::call(const std::string& endpoint, Outgoing request, Deadline
 }
 
 void Client::cancel_pending() { loop_->request_cancel(); }
+
+void Client::disconnect(const std::string& endpoint) {
+  ClientLoop::Request request;
+  request.endpoint = endpoint;
+  request.disconnect = true;
+  loop_->submit(std::move(request));
+}
 
 }  // namespace dedloc::net

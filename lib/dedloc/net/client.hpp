@@ -72,6 +72,13 @@ class Client {
   // it proceed as usual. Thread-safe; does not wait for the loop.
   void cancel_pending();
 
+  // Closes our connection to `endpoint` (if any) without waiting: what is queued to it is dropped — ZeroMQ
+  // gives back zero-copy frames at once, from its I/O thread — and calls in flight to it fail with
+  // kCancelled. For a caller that lent memory to frames sent to a peer it has given up on (avg::AllReduce)
+  // and must have that memory back. Ordered after the calls this thread made before it; a later call to
+  // `endpoint` connects anew. Thread-safe.
+  void disconnect(const std::string& endpoint);
+
  private:
   std::shared_ptr<ClientLoop> loop_;
   std::thread thread_;
