@@ -1,5 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <future>
 #include <optional>
@@ -23,6 +28,25 @@ std::string dead_endpoint(zmq::context_t& context) {
   probe.bind("tcp://127.0.0.1:0");
   return probe.get(zmq::sockopt::last_endpoint);
 }
+
+// A TCP port that accepts connections (the kernel completes them) but never speaks ZeroMQ: what is sent to
+// it stays queued in ZeroMQ, waiting for a handshake that never comes. Unlike a closed port (dead_endpoint),
+// nobody else can take the port while the test runs, so nothing queued there is ever delivered.
+struct MuteListener {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  std::string endpoint;
+  MuteListener() {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 && ::listen(fd, 16) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+      endpoint = "tcp://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+    }
+  }
+  ~MuteListener() { ::close(fd); }
+};
 
 // A raw DEALER, to send bytes no dedloc client would.
 struct RawPeer {
@@ -151,12 +175,14 @@ TEST_CASE("disconnect drops what is queued to a peer, gives zero-copy frames bac
   std::atomic<int> given_back{0};  // both outlive the client, which would give the frame back at the latest
   zmq::context_t context;
   Client client(context, {});
-  // A frame lent to ZeroMQ (zero-copy), queued to an endpoint where nothing listens: it waits there for a
-  // connection, its memory still ZeroMQ's, until we disconnect.
+  // A frame lent to ZeroMQ (zero-copy), queued to an endpoint that never completes ZeroMQ's handshake: it
+  // waits there, its memory still ZeroMQ's, until we disconnect.
   std::vector<zmq::message_t> frames;
   frames.emplace_back(lent.data(), lent.size(), [](void*, void* hint) { static_cast<std::atomic<int>*>(hint)->fetch_add(1); },
                       &given_back);
-  const std::string nobody = dead_endpoint(context);
+  MuteListener mute;
+  REQUIRE_FALSE(mute.endpoint.empty());
+  const std::string nobody = mute.endpoint;
   auto queued = client.call(nobody, Outgoing::of(wire::Probe{1, true}, std::move(frames)), Deadline::after(30s));
   std::this_thread::sleep_for(100ms);
   CHECK(given_back.load() == 0);
