@@ -1,5 +1,5 @@
 // A whole collaboration in the lab (dedloc-lab run): public peers and volunteers behind NAT through a
-// relay, 100 ms apart on 100 Mbit/s links, running the real dedloc-dht, dedloc-relay and dedloc-train
+// relay, 300 ms apart on 100 Mbit/s links (matchmaking and RPC deadlines must hold on the longest paths), running the real dedloc-dht, dedloc-relay and dedloc-train
 // (synthetic task). Needs root and /dev/net/tun; otherwise SKIPPED with the reason (exit 77).
 #include <catch2/catch.hpp>
 
@@ -12,12 +12,12 @@
 
 using namespace dedloc;
 
-TEST_CASE("Lab scenario: peers behind NAT train with public peers through a relay", "[proc][lab]") {
+TEST_CASE("Lab scenario: peers behind NAT train with public peers through a relay, 300 ms apart", "[proc][lab]") {
   if (auto probe = lab::LabNetwork::create(1); !probe) {
     test::skip_test("the lab cannot run here: " + probe.status().to_string());
   }
   auto run = test::run_command("'" + test::binary_path("tools/dedloc-lab/dedloc-lab") + "' run '" +
-                               test::source_path("bench/lab/scenarios/four-peers.yaml") + "' --duration 45s --json 2>&1");
+                               test::source_path("bench/lab/scenarios/long-paths.yaml") + "' --duration 45s --json 2>&1");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   const std::string last = run.output.substr(run.output.rfind("\n{") + 1);

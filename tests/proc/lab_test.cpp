@@ -17,6 +17,7 @@
 #include "dedloc/lab/link_spec.hpp"
 #include "support/process.hpp"
 #include "support/skip.hpp"
+#include "support/test_paths.hpp"
 
 using namespace dedloc;
 using std::chrono::milliseconds;
@@ -139,4 +140,20 @@ TEST_CASE("Lab: 4 peers average exactly over 100 ms, 100 Mbit/s links with loss"
   // The links really are slow: every peer's link carries 2 × 3/4 of 4 MiB each way at 12.5 MB/s (0.5 s),
   // and the round needs at least one round trip.
   CHECK(report->median_seconds >= 0.5);
+}
+
+TEST_CASE("Lab: a lab whose process was SIGKILLed is cleaned up by name", "[proc][lab]") {
+  make_lab_or_skip(1);
+  const std::string lab = test::binary_path("tools/dedloc-lab/dedloc-lab");
+  // `dedloc-lab up` in the background, SIGKILLed once it is ready: its namespaces stay behind.
+  auto up = test::run_command("'" + lab + "' up --hosts 2 > /tmp/dedloc-lab-killed.out 2>&1 & pid=$!; "
+                              "for i in $(seq 100); do grep -q ready /tmp/dedloc-lab-killed.out && break; sleep 0.1; done; "
+                              "kill -KILL $pid; wait $pid 2>/dev/null; grep -o 'dlab[0-9]*-[0-9]*' /tmp/dedloc-lab-killed.out");
+  INFO(up.output);
+  REQUIRE(up.output.find("dlab") != std::string::npos);
+  const std::string leftover = up.output.substr(up.output.find("dlab"), up.output.find('\n') - up.output.find("dlab"));
+  CHECK(test::run_command("test -e /run/netns/" + leftover).exit_code == 0);
+  auto clean = test::run_command("'" + lab + "' clean");
+  CHECK(clean.exit_code == 0);
+  CHECK(test::run_command("test -e /run/netns/" + leftover).exit_code != 0);
 }

@@ -88,6 +88,21 @@ nlohmann::json build_report(const RunRecord& run) {
                           {"cpu_share", median(cpu)}};
   }
 
+  nlohmann::json peers = nlohmann::json::array();
+  for (size_t h = 0; h < run.hosts.size(); ++h) {
+    const HostRecord& host = run.hosts[h];
+    const double sent = static_cast<double>(run.at_end.hosts[h].bytes_sent - run.at_warmup.hosts[h].bytes_sent);
+    const double received = static_cast<double>(run.at_end.hosts[h].bytes_received - run.at_warmup.hosts[h].bytes_received);
+    peers.push_back({{"name", host.name},
+                     {"bytes_sent", sent},
+                     {"bytes_received", received},
+                     {"bytes_sent_per_step", global_steps ? sent / static_cast<double>(global_steps) : 0.0},
+                     {"upload_utilization", host.link.upload > 0 ? sent / (host.link.upload * window) : 0.0},
+                     {"download_utilization", host.link.download > 0 ? received / (host.link.download * window) : 0.0},
+                     {"rss_mib", host.rss_mib},
+                     {"cpu_share", host.cpu_seconds / window}});
+  }
+
   nlohmann::json joiners = nlohmann::json::array();
   std::vector<double> catch_up;
   for (const auto& [process, progress] : join_progress) {
@@ -112,6 +127,7 @@ nlohmann::json build_report(const RunRecord& run) {
       {"step_reports", steps_reported},
       {"averaged_fraction", steps_reported ? static_cast<double>(steps_averaged) / static_cast<double>(steps_reported) : 0.0},
       {"groups", groups},
+      {"hosts", peers},
       {"joiners", joiners},
       {"joiner_to_averaged_step_median_s", median(catch_up)},
       {"emulator", {{"cpu_s", run.at_end.cpu_seconds - run.at_warmup.cpu_seconds},

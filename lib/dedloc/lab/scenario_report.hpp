@@ -5,6 +5,7 @@
 //   averaged_fraction    of the trainers' step reports, those whose gradients were averaged with others
 //   bytes_per_step       per peer (median over a group): bytes it sent, per global step
 //   utilization          per group (median): bytes sent / (upload rate × window), received likewise
+//   hosts                the same per host (the infrastructure included)
 //   joiners              each (re)started trainer: seconds to its state download and to its first
 //                        averaged step
 //   predicted_steps_per_s, measured_over_predicted: dedloc-plan's prediction for the same peers
