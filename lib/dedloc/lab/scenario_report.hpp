@@ -8,7 +8,8 @@
 //   hosts                the same per host (the infrastructure included)
 //   joiners              each (re)started trainer: seconds to its state download and to its first
 //                        averaged step
-//   predicted_steps_per_s, measured_over_predicted: dedloc-plan's prediction for the same peers
+//   predicted_steps_per_s, measured_over_predicted: the planner's prediction for the same peers (what
+//                        dedloc-plan prints for them)
 //   rss_mib, cpu_share   per group (median) at the end: resident memory, CPU over the window / cores
 #pragma once
 

@@ -11,10 +11,11 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "dedloc/core/run_command.hpp"
+#include "dedloc/core/codec_id.hpp"
 #include "dedloc/lab/emulator.hpp"
 #include "dedloc/lab/lab_processes.hpp"
 #include "dedloc/lab/scenario_report.hpp"
+#include "dedloc/plan/collaboration_plan.hpp"
 
 namespace dedloc::lab {
 
@@ -108,36 +109,36 @@ std::optional<std::string> first_endpoint(const std::string& ready_line) {
   return j["endpoints"][0].get<std::string>();
 }
 
-// dedloc-plan's prediction for the scenario's peers (the trainers and aux peers; compute 0 for aux).
-double predict(const Scenario& s, const RecipeFacts& recipe, const std::string& tools_dir, const std::string& work_dir,
-               std::string& note) {
+// The planner's prediction (docs/planner.md) for the scenario's peers: the trainers and aux peers (compute
+// 0 for aux), with their links; what `dedloc-plan` prints for the same peers file.
+double predict(const Scenario& s, const RecipeFacts& recipe, std::string& note) {
   if (recipe.parameters <= 0 || recipe.batch <= 0) {
     note = "no prediction: the recipe states no model.parameters or training.target_batch_size";
     return 0;
   }
-  std::ostringstream peers;
-  peers << "batch: " << recipe.batch << "\nparams: " << recipe.parameters << "\ncodec: " << recipe.codec << "\npeers:\n";
+  auto codec = parse_codec(recipe.codec);
+  if (!codec) {
+    note = "no prediction: " + codec.status().message();
+    return 0;
+  }
+  plan::Collaboration collaboration;
+  collaboration.batch = recipe.batch;
+  collaboration.params = recipe.parameters;
+  collaboration.codec = *codec;
   for (const PeerGroup& g : s.groups) {
-    peers << "  - name: " << g.name << "\n    count: " << g.count << "\n    compute: "
-          << (g.role == PeerRole::kAux ? 0.0 : g.compute) << "\n    upload: " << g.link.upload
-          << "\n    download: " << g.link.download << "\n    client_mode: "
-          << (g.role == PeerRole::kClient || g.nat ? "true" : "false") << "\n";
+    for (size_t i = 0; i < g.count; ++i) {
+      // An unlimited lab link is, for the planner, faster than anything that matters: 10 Gbit/s.
+      collaboration.peers.push_back({g.name + "-" + std::to_string(i), g.role == PeerRole::kAux ? 0.0 : g.compute,
+                                     g.link.download > 0 ? g.link.download : 1.25e9,
+                                     g.link.upload > 0 ? g.link.upload : 1.25e9, g.role == PeerRole::kClient || g.nat});
+    }
   }
-  const std::string path = work_dir + "/peers.yaml";
-  std::ofstream(path) << peers.str();
-  const std::string out_path = work_dir + "/plan.json";
-  const std::string command = "'" + tools_dir + "/dedloc-plan/dedloc-plan' --peers '" + path + "' --json > '" + out_path + "'";
-  if (std::system(command.c_str()) != 0) {
-    note = "no prediction: dedloc-plan failed on " + path;
+  auto planned = plan::plan_collaboration(collaboration);
+  if (!planned) {
+    note = "no prediction: " + planned.status().message();
     return 0;
   }
-  std::ifstream in(out_path);
-  const auto j = nlohmann::json::parse(in, nullptr, false);
-  if (!j.is_object() || !j.contains("prediction")) {
-    note = "no prediction: dedloc-plan printed no prediction";
-    return 0;
-  }
-  return j["prediction"].value("steps_per_second", 0.0);
+  return planned->prediction.steps_per_second;
 }
 
 double rss_mib(pid_t pid) {
@@ -247,7 +248,7 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
     }
     run.hosts[h].process = processes.add(run.hosts[h].name, (*network)->host(h).netns, argv);
   }
-  run.predicted_steps_per_second = predict(s, *recipe, tools, options.work_dir, run.prediction_note);
+  run.predicted_steps_per_second = predict(s, *recipe, run.prediction_note);
 
   // Which lab host a name is.
   auto host_named = [&](const std::string& name) {

@@ -16,7 +16,7 @@
 namespace dedloc::lab {
 
 struct RunnerOptions {
-  std::string tools_dir;  // where dedloc-dht/, dedloc-relay/, dedloc-train/, dedloc-avg/, dedloc-plan/ are built
+  std::string tools_dir;  // where dedloc-dht/, dedloc-relay/, dedloc-train/ and dedloc-avg/ are built
   std::string work_dir;   // each process's stderr (NAME.err) and stdout lines (lines.jsonl) stay here
   std::function<void(const std::string&)> progress;  // one line now and then (to stderr)
 };
