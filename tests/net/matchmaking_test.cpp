@@ -192,6 +192,29 @@ TEST_CASE("Matchmaking: an aux peer that joins first does not take an expected t
   CHECK(std::chrono::steady_clock::now() - started < 10s);  // formed once the second trainer was in
 }
 
+TEST_CASE("Matchmaking: a client-mode peer that starts looking before every node still joins one", "[net][avg]") {
+  auto swarm = test::quiet_swarm(2);
+  zmq::context_t context;
+  const Bytes schema(wire::kSchemaHashBytes, 0x42);
+  auto client_options = options_for(16, 3s);
+  client_options.role = AvgRole::kClient;
+  Looker client(context, swarm->node(0), client_options);
+  Looker node(context, swarm->node(1), options_for(16, 3s));
+  // The client looks first, so its deadline is the earlier one: no node comes before it in leader order,
+  // and it cannot lead (nobody can dial it). It must still go to the node that declares after it.
+  auto c = std::async(std::launch::async, [&] { return client.matchmaker->find_group(schema, 100000, 2); });
+  wait_until(client, [](const Matchmaker::Snapshot& s) { return s.looking; });
+  std::this_thread::sleep_for(1s);
+  auto n = std::async(std::launch::async, [&] { return node.matchmaker->find_group(schema, 100000, 2); });
+  auto client_group = c.get();
+  auto node_group = n.get();
+  INFO(client_group.status().to_string() << " / " << node_group.status().to_string());
+  REQUIRE(client_group.is_ok());
+  REQUIRE(node_group.is_ok());
+  CHECK(client_group->size() == 2);
+  CHECK(client_group->id() == node_group->id());
+}
+
 TEST_CASE("Matchmaking: a peer with another tensor schema is refused, saying why", "[net][avg]") {
   auto swarm = test::quiet_swarm(4);
   zmq::context_t context;

@@ -56,6 +56,13 @@ TimePoint GroupFormation::answer_deadline(bool with_companions) const {
   return deadline_ + (with_companions ? kBeginGrace / 4 : kBeginGrace);
 }
 
+TimePoint GroupFormation::client_answer_deadline(double leader_expiration, TimePoint now, double unix_now) const {
+  const TimePoint leader_deadline =
+      now + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(leader_expiration - unix_now));
+  return std::clamp(leader_deadline + kBeginGrace, answer_deadline(false),
+                    deadline_ + search_.matchmaking_time + kBeginGrace);
+}
+
 NextStep GroupFormation::next(TimePoint now) const {
   if (now < deadline_) return state_ == State::kLeading && full() ? NextStep::kAssemble : NextStep::kLook;
   // At the deadline a group we lead forms if it is large enough: waiting longer would only leave its
@@ -233,7 +240,10 @@ EarlierPeers earlier_peers(const std::vector<dht::FoundEntry>& entries, const cr
   std::sort(earlier.begin(), earlier.end(), [](const Candidate& a, const Candidate& b) {
     return a.expiration != b.expiration ? a.expiration < b.expiration : *a.address.peer_id < *b.address.peer_id;
   });
-  for (auto& c : earlier) out.leaders.push_back(std::move(c.address));
+  for (auto& c : earlier) {
+    out.leaders.push_back(std::move(c.address));
+    out.expirations.push_back(c.expiration);
+  }
   return out;
 }
 

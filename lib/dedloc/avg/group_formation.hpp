@@ -76,6 +76,11 @@ class GroupFormation {
   // by its own deadline, which is no later than ours. With followers, less: they wait for our BEGIN only
   // until their own deadlines, which may be close to ours.
   TimePoint answer_deadline(bool with_companions) const;
+  // How long a peer that cannot lead waits for the BEGIN of a leader whose declaration expires at
+  // `leader_expiration` (unix seconds; `now`/`unix_now` the same instant on both clocks): that leader
+  // assembles by its own deadline, which may come after ours (it started looking after us), so until then
+  // plus the grace; at least as long as answer_deadline(false), at most one more matchmaking window.
+  TimePoint client_answer_deadline(double leader_expiration, TimePoint now, double unix_now) const;
 
   NextStep next(TimePoint now) const;
 
@@ -143,8 +148,11 @@ class GroupFormation {
 // The peers declared under our matchmaking key (subkey: address, value: schema hash, expiration) that come
 // before us in leader order: earlier expiration first, ties to the smaller id. Merges flow only toward them,
 // so they cannot cycle. Entries that are us, unparsable, or of another schema are skipped (and counted).
+// A peer that cannot lead (client mode: nobody can dial it) never takes followers and so never merges: it
+// passes an infinite expiration and gets every declared leader.
 struct EarlierPeers {
   std::vector<net::PeerAddress> leaders;  // in leader order
+  std::vector<double> expirations;        // each leader's declaration expiration (unix seconds), same order
   size_t looking = 0;                     // other peers declared
   size_t other_schema = 0;                // of them, with another tensor schema
 };

@@ -1,6 +1,7 @@
 #include "dedloc/avg/matchmaking.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <deque>
 #include <random>
 #include <set>
@@ -81,7 +82,7 @@ void Matchmaker::dismiss_locked(const Dismissal& dismissal) {
   repliers_.clear();
 }
 
-std::vector<net::PeerAddress> Matchmaker::earlier_peers(double my_expiration, std::string& seen) {
+EarlierPeers Matchmaker::earlier_peers(double my_expiration, std::string& seen) {
   auto record = dht_.get(matchmaking_key(options_.group_key), dht::GetMode::kLatest,
                          Deadline::after(std::min<Duration>(std::chrono::seconds(2), options_.matchmaking_time), clock_));
   if (!record) {
@@ -95,7 +96,7 @@ std::vector<net::PeerAddress> Matchmaker::earlier_peers(double my_expiration, st
   auto found = avg::earlier_peers((*record)->entries, self_, options_.schema_hash, my_expiration);
   seen = std::to_string(found.looking) + " other peer(s) looking, " + std::to_string(found.other_schema) +
          " of them with another tensor schema";
-  return std::move(found.leaders);
+  return found;
 }
 
 Matchmaker::JoinOutcome Matchmaker::try_join(const net::PeerAddress& leader, double my_expiration, Deadline deadline,
@@ -198,11 +199,14 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
     }
     // Try the earlier peers in leader order, and any leader a refusal names. With followers, this is a
     // merge: we ask to be taken with them, and hold them meanwhile.
-    std::deque<net::PeerAddress> queue;
-    for (auto& p : earlier_peers(my_expiration, seen)) queue.push_back(std::move(p));
+    // A peer that cannot lead asks every declared leader, earliest first, also those that started looking
+    // after it: otherwise a client-mode peer that starts first finds no one "earlier" and steps alone.
+    std::deque<std::pair<net::PeerAddress, double>> queue;  // a leader and its expiration (0: unknown)
+    auto found = earlier_peers(can_lead ? my_expiration : std::numeric_limits<double>::infinity(), seen);
+    for (size_t i = 0; i < found.leaders.size(); ++i) queue.emplace_back(std::move(found.leaders[i]), found.expirations[i]);
     std::set<std::string> tried;
     while (!queue.empty() && !deadline.passed(clock_) && !stopping()) {
-      net::PeerAddress leader = std::move(queue.front());
+      auto [leader, leader_expiration] = std::move(queue.front());
       queue.pop_front();
       if (!tried.insert(leader.to_string()).second) continue;
       std::optional<std::vector<wire::JoinCompanion>> companions;
@@ -210,7 +214,11 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
       {
         std::lock_guard lock(mutex_);
         companions = formation_.ask(leader.to_string());
-        if (companions) wait = Deadline{formation_.answer_deadline(!companions->empty())};
+        if (companions) {
+          wait = Deadline{can_lead || leader_expiration <= 0
+                              ? formation_.answer_deadline(!companions->empty())
+                              : formation_.client_answer_deadline(leader_expiration, clock_.now(), clock_.unix_seconds())};
+        }
       }
       if (!companions) break;  // followers filled our group meanwhile: we lead
       auto outcome = try_join(leader, my_expiration, wait, *companions);
@@ -228,7 +236,7 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
         return std::move(*outcome.group);
       }
       formation_.on_refused();
-      if (outcome.other_leader) queue.push_front(*outcome.other_leader);
+      if (outcome.other_leader) queue.emplace_front(*outcome.other_leader, 0.0);
       last_refusal = leader.to_string() + ": " + outcome.why;
     }
     std::unique_lock lock(mutex_);

@@ -110,7 +110,7 @@ class Matchmaker {
   void on_join(wire::AvgJoin&& join, net::Incoming&& request, net::Replier replier);
   Result<Group> search(size_t expected_peers);
   // Earlier peers with our schema, in leader order, read from the DHT.
-  std::vector<net::PeerAddress> earlier_peers(double my_expiration, std::string& seen);
+  EarlierPeers earlier_peers(double my_expiration, std::string& seen);
   struct JoinOutcome {
     std::optional<Group> group;                     // the leader's BEGIN
     wire::AvgBegin begin;                           // as received, to pass on to our followers after a merge
