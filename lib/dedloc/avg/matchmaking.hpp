@@ -7,7 +7,8 @@
 // leader holds each accepted request and answers them all with BEGIN when its group is full, or at its
 // deadline if it has at least `min_group_size` members. Refusals say why (not looking, another schema,
 // full, "I follow X" with X to try instead) so a joiner moves on at once. A peer that no earlier peer
-// takes leads its own group. Every wait is bounded by the peer's deadline.
+// takes leads its own group. A client-mode peer cannot lead (nobody can dial it): it asks every declared
+// leader, and waits for a later one's BEGIN until that leader's deadline. Every wait is bounded.
 //
 // The leader shuffles the members and computes each one's share of the vector once, with the planner's
 // group program (plan::plan_group_shares over the members' bandwidths and roles), and sends that with
