@@ -30,7 +30,7 @@ struct HostRecord {
   size_t process = 0;     // index into the run's processes
   LinkSpec link;
   double rss_mib = 0;     // at the end
-  double cpu_seconds = 0; // in the measured window
+  double cpu_seconds = 0; // in the measured window (0 if its process was restarted in it)
 };
 
 struct RunRecord {

@@ -262,6 +262,9 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
   size_t next_action = 0;
   bool warmed = false;
   TimePoint next_report = run.start + std::chrono::seconds(30);
+  // Each host's process and its CPU time when the measured window opened: a process that was restarted
+  // in the window (another pid at the end) has no CPU share to report.
+  std::vector<std::pair<pid_t, double>> cpu_at_warmup(run.hosts.size(), {-1, 0.0});
   while (true) {
     const TimePoint now = SystemClock::instance().now();
     if (interrupted && interrupted()) return error(Code::kCancelled, "interrupted");
@@ -269,8 +272,8 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
       warmed = true;
       run.warm = now;
       run.at_warmup = emulator.stats();
-      for (HostRecord& h : run.hosts) {
-        if (const pid_t pid = processes.pid(h.process); pid > 0) h.cpu_seconds = -cpu_seconds(pid);
+      for (size_t h = 0; h < run.hosts.size(); ++h) {
+        if (const pid_t pid = processes.pid(run.hosts[h].process); pid > 0) cpu_at_warmup[h] = {pid, cpu_seconds(pid)};
       }
     }
     if (now >= run.start + s.duration) break;
@@ -295,14 +298,11 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
   }
   run.end = SystemClock::instance().now();
   run.at_end = emulator.stats();
-  for (HostRecord& h : run.hosts) {
-    const pid_t pid = processes.pid(h.process);
-    if (pid > 0) {
-      h.rss_mib = rss_mib(pid);
-      h.cpu_seconds = h.cpu_seconds < 0 ? h.cpu_seconds + cpu_seconds(pid) : 0;  // only if it ran the whole window
-    } else {
-      h.cpu_seconds = 0;
-    }
+  for (size_t h = 0; h < run.hosts.size(); ++h) {
+    const pid_t pid = processes.pid(run.hosts[h].process);
+    if (pid <= 0) continue;
+    run.hosts[h].rss_mib = rss_mib(pid);
+    if (cpu_at_warmup[h].first == pid) run.hosts[h].cpu_seconds = cpu_seconds(pid) - cpu_at_warmup[h].second;
   }
   say("stopping");
   processes.stop_all(std::chrono::seconds(10));
