@@ -27,14 +27,10 @@ if ! /usr/bin/python3 -c "import torch.distributed as d; assert d.is_available()
   exit 1
 fi
 
-# The share of CPU time nobody used over one second (from /proc/stat: idle + iowait over all states):
-# the benchmarks below need every core, so a busy machine shows in every number.
-cpu_sample() { awk '/^cpu /{ t = 0; for (i = 2; i <= NF; i++) t += $i; print $5 + $6, t }' /proc/stat; }
-read -r idle0 total0 < <(cpu_sample)
-sleep 1
-read -r idle1 total1 < <(cpu_sample)
-idle_share="$(awk -v i=$((idle1 - idle0)) -v t=$((total1 - total0)) 'BEGIN { printf "%.0f", (t > 0 ? 100 * i / t : 0) }')"
-echo "idle CPU share over 1 s before the runs: ${idle_share}% of $(nproc) cores"
+# The benchmarks below need every core, so a busy machine shows in every number.
+# shellcheck source=bench/idle_share.sh
+source "$here/../idle_share.sh"
+print_idle_share_before
 
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT

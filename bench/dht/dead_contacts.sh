@@ -42,9 +42,10 @@ serve() {
   exit 1
 }
 
-# The machine's idle CPU share between two /proc/stat readings (the bench shares its cores with whatever runs).
-cpu_idle_total() { awk '/^cpu / { print $5 + $6, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
-cpu_before="$(cpu_idle_total)"
+# The machine's idle CPU share over the run (the bench shares its cores with whatever runs).
+# shellcheck source=bench/idle_share.sh
+source "$(dirname "$0")/../idle_share.sh"
+cpu_before="$(cpu_sample)"
 
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -79,6 +80,4 @@ for round in $(seq 1 "$rounds"); do
 done
 echo "median get: $(printf '%s\n' "${get_times[@]}" | median) s over ${#get_times[@]} gets ($(echo "${get_times[@]}"))"
 echo "median join: $(printf '%s\n' "${join_times[@]}" | median) s over ${#join_times[@]} joins ($(echo "${join_times[@]}"))"
-read -r idle0 total0 <<< "$cpu_before"
-read -r idle1 total1 <<< "$(cpu_idle_total)"
-echo "idle CPU during the run: $(awk -v i="$((idle1 - idle0))" -v t="$((total1 - total0))" 'BEGIN { printf "%.0f", 100 * i / t }')% of $(nproc) cores"
+echo "idle CPU during the run: $(idle_share "$cpu_before" "$(cpu_sample)")% of $(nproc) cores"

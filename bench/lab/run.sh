@@ -22,24 +22,21 @@ rounds="${ROUNDS:-2}"
 shapes="${SHAPES:-64MiB:none}"
 max_peers=$(echo $peers_list | tr ' ' '\n' | sort -n | tail -1)
 
-cpu_sample() { awk '/^cpu /{ t = 0; for (i = 2; i <= NF; i++) t += $i; print $5 + $6, t }' /proc/stat; }
-read -r idle0 total0 < <(cpu_sample); sleep 1; read -r idle1 total1 < <(cpu_sample)
-echo "idle CPU share over 1 s before the runs: $(awk -v i=$((idle1 - idle0)) -v t=$((total1 - total0)) 'BEGIN { printf "%.0f", 100 * i / t }')% of $(nproc) cores"
+# shellcheck source=bench/idle_share.sh
+source "$here/../idle_share.sh"
+# shellcheck source=bench/lab/lab.sh
+source "$here/lab.sh"
+print_idle_share_before
 
 work="$(mktemp -d)"
-lab_pid=""
-stop_lab() { [ -z "$lab_pid" ] || { kill -TERM "$lab_pid" 2>/dev/null || true; wait "$lab_pid" 2>/dev/null || true; }; lab_pid=""; }
-trap 'stop_lab; rm -rf "$work"' EXIT
+trap 'lab_down; rm -rf "$work"' EXIT
 out="$work/runs.jsonl"
 
 for rtt in $rtts; do
   for loss in $losses; do
-    "$lab" up --hosts "$max_peers" --rtt "${rtt}ms" --rate "$rate" --loss "$loss" > "$work/lab.out" 2> "$work/lab.err" &
-    lab_pid=$!
-    for _ in $(seq 100); do grep -q '"ready"' "$work/lab.out" 2>/dev/null && break; sleep 0.1; done
-    grep -q '"ready"' "$work/lab.out" || { cat "$work/lab.err" >&2; exit 1; }
+    lab_up "$lab" "$work/lab.out" --hosts "$max_peers" --rtt "${rtt}ms" --rate "$rate" --loss "$loss"
     for peers in $peers_list; do
-      hosts=$(/usr/bin/python3 -c 'import json,sys; h=json.loads(open(sys.argv[1]).readline())["hosts"][:int(sys.argv[2])]; print(",".join(x["netns"] + "@" + x["address"] for x in h))' "$work/lab.out" "$peers")
+      hosts=$(lab_hosts "$work/lab.out" "$peers")
       for shape in $shapes; do
         size="${shape%%:*}"; codec="${shape##*:}"
         echo "run.sh: rtt ${rtt} ms, loss $loss, $peers peers, $size $codec" >&2
@@ -53,7 +50,7 @@ for rtt in $rtts; do
         fi
       done
     done
-    stop_lab
+    lab_down
   done
 done
 [ -n "${OUT:-}" ] && cp "$out" "$OUT"

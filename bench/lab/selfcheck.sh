@@ -16,24 +16,20 @@ for tool in ping iperf3; do
   command -v "$tool" >/dev/null || { echo "selfcheck: $tool missing (scripts/setup-deps installs it)" >&2; exit 1; }
 done
 
+# shellcheck source=bench/lab/lab.sh
+source "$(dirname "$0")/lab.sh"
 work="$(mktemp -d)"
-lab_pid=""
-stop_lab() {
-  if [ -n "$lab_pid" ]; then kill -TERM "$lab_pid" 2>/dev/null || true; wait "$lab_pid" 2>/dev/null || true; fi
-  lab_pid=""
-}
-trap 'stop_lab; rm -rf "$work"' EXIT
+trap 'lab_down; rm -rf "$work"' EXIT
 
 # Starts a 2-host lab with the given dedloc-lab up flags; sets ns0, ns1, addr1.
 start_lab() {
-  "$lab" up --hosts 2 --json "$@" > "$work/lab.out" 2> "$work/lab.err" &
-  lab_pid=$!
-  for _ in $(seq 100); do grep -q '"ready"' "$work/lab.out" 2>/dev/null && break; sleep 0.1; done
-  grep -q '"ready"' "$work/lab.out" || { cat "$work/lab.err" >&2; echo "selfcheck: the lab did not start" >&2; exit 1; }
-  read -r ns0 ns1 addr1 < <(/usr/bin/python3 -c 'import json,sys; h=json.loads(open(sys.argv[1]).readline())["hosts"]; print(h[0]["netns"], h[1]["netns"], h[1]["address"])' "$work/lab.out")
+  lab_up "$lab" "$work/lab.out" --hosts 2 --json "$@"
+  IFS=', ' read -r host0 host1 <<< "$(lab_hosts "$work/lab.out")"
+  ns0="${host0%@*}" ns1="${host1%@*}" addr1="${host1#*@}"
 }
+stop_lab() { lab_down; }
 # The emulator's counters, printed on stdout when it stops.
-lab_stats() { stop_lab; tail -n 1 "$work/lab.out"; }
+lab_stats() { lab_down; tail -n 1 "$work/lab.out"; }
 
 failures=0
 row() {  # check, configured, measured, ok

@@ -30,18 +30,6 @@ std::unique_ptr<lab::LabNetwork> make_lab_or_skip(size_t hosts) {
   return std::move(*network);
 }
 
-// The emulator on its own thread for the scope of a test.
-struct RunningEmulator {
-  RunningEmulator(const lab::LabNetwork& network, std::vector<lab::HostLink> links, std::vector<bool> nat)
-      : emulator(network, std::move(links), std::move(nat), 1), loop([this] { (void)emulator.run(); }) {}
-  ~RunningEmulator() {
-    emulator.stop();
-    loop.join();
-  }
-  lab::Emulator emulator;
-  std::thread loop;
-};
-
 // From inside host `from`'s namespace (this thread only), a TCP connection to address:port within 1 s.
 bool connects(const lab::LabNetwork& network, size_t from, const std::string& address, int port) {
   bool ok = false;
@@ -87,7 +75,7 @@ int listen_in(const lab::LabNetwork& network, size_t at, int port) {
 TEST_CASE("Lab: ping sees twice the configured one-way delay", "[proc][lab]") {
   auto network = make_lab_or_skip(2);
   const auto link = lab::host_link({.rtt = milliseconds(40), .upload = 12.5e6, .download = 12.5e6});
-  RunningEmulator running(*network, {link, link}, {false, false});
+  lab::RunningEmulator running(*network, {link, link}, {false, false}, 1);
   auto ping = test::run_command("ip netns exec " + network->host(0).netns + " ping -n -c 5 -i 0.2 -W 2 " +
                                 network->host(1).address);
   INFO(ping.output);
@@ -102,14 +90,14 @@ TEST_CASE("Lab: ping sees twice the configured one-way delay", "[proc][lab]") {
 TEST_CASE("Lab: a host behind NAT connects out but accepts nothing in", "[proc][lab]") {
   auto network = make_lab_or_skip(2);
   const auto link = lab::host_link({.rtt = milliseconds(2)});
-  RunningEmulator running(*network, {link, link}, {false, true});  // host 1 is behind NAT
+  lab::RunningEmulator running(*network, {link, link}, {false, true}, 1);  // host 1 is behind NAT
   const int public_listener = listen_in(*network, 0, 7001);
   const int home_listener = listen_in(*network, 1, 7001);
   REQUIRE(public_listener >= 0);
   REQUIRE(home_listener >= 0);
   CHECK(connects(*network, 1, network->host(0).address, 7001));      // out: fine
   CHECK_FALSE(connects(*network, 0, network->host(1).address, 7001));  // in: dropped
-  CHECK(running.emulator.stats().dropped_nat > 0);
+  CHECK(running.emulator().stats().dropped_nat > 0);
   ::close(public_listener);
   ::close(home_listener);
 }

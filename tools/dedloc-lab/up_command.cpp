@@ -1,6 +1,6 @@
 // dedloc-lab up: uniform links between N hosts, for shell scripts (bench/lab) and tests.
 #include <iostream>
-#include <thread>
+#include <optional>
 
 #include "commands.hpp"
 #include "dedloc/cli/app.hpp"
@@ -8,36 +8,14 @@
 #include "dedloc/lab/emulator.hpp"
 #include "dedloc/lab/link_spec.hpp"
 #include "dedloc/lab/stats_json.hpp"
-#include "dedloc/plan/units.hpp"
 
 namespace dedloc::lab_tool {
 
 namespace {
 
-// Stores a parsed value, or returns its error from the enclosing function.
-#define LAB_PARSE(target, expr)               \
-  do {                                        \
-    auto parsed = (expr);                     \
-    if (!parsed) return parsed.status();      \
-    target = *parsed;                         \
-  } while (0)
-
 Result<lab::LinkSpec> link_spec(const UpOptions& o) {
-  lab::LinkSpec spec;
-  LAB_PARSE(spec.rtt, lab::parse_duration(o.rtt, "--rtt"));
-  LAB_PARSE(spec.jitter, lab::parse_duration(o.jitter, "--jitter"));
-  LAB_PARSE(spec.upload, plan::parse_rate(o.rate, "--rate"));
-  spec.download = spec.upload;
-  if (!o.upload.empty()) LAB_PARSE(spec.upload, plan::parse_rate(o.upload, "--upload"));
-  if (!o.download.empty()) LAB_PARSE(spec.download, plan::parse_rate(o.download, "--download"));
-  LAB_PARSE(spec.loss, lab::parse_probability(o.loss, "--loss"));
-  double queue = 0;
-  LAB_PARSE(queue, plan::parse_rate(o.queue, "--queue"));
-  spec.queue_bytes = static_cast<std::uint64_t>(queue);
-  return spec;
+  return lab::parse_link({o.rtt, o.jitter, o.rate, o.upload, o.download, o.loss, o.queue}, {}, "--");
 }
-
-#undef LAB_PARSE
 
 }  // namespace
 
@@ -65,20 +43,19 @@ int run_up(const UpOptions& o) {
   cli::install_shutdown_handlers();
   auto network = lab::LabNetwork::create(o.hosts, {.mtu = o.mtu});
   if (!network) return cli::report_failure(kTool, network.status()), cli::kExitUnavailable;
-  lab::Emulator emulator(**network, std::vector<lab::HostLink>(o.hosts, lab::host_link(*spec)),
-                         std::vector<bool>(o.hosts, false), o.seed);
-  Status outcome;
-  std::thread loop([&] { outcome = emulator.run(); });
+  std::optional<lab::RunningEmulator> running;
+  running.emplace(**network, std::vector<lab::HostLink>(o.hosts, lab::host_link(*spec)), std::vector<bool>(o.hosts, false),
+                  o.seed);
 
   nlohmann::json hosts = nlohmann::json::array();
   for (const auto& host : (*network)->hosts()) hosts.push_back({{"netns", host.netns}, {"address", host.address}});
   std::cout << nlohmann::json{{"ready", true}, {"role", "lab"}, {"hosts", hosts}}.dump() << std::endl;
 
-  while (!cli::wait_for_shutdown(std::chrono::milliseconds(200)) && outcome.is_ok()) {
+  while (!cli::wait_for_shutdown(std::chrono::milliseconds(200)) && running->failure().is_ok()) {
   }
-  emulator.stop();
-  loop.join();
-  const nlohmann::json stats = lab::stats_json(emulator.stats());
+  const nlohmann::json stats = lab::stats_json(running->emulator().stats());
+  const Status outcome = running->failure();
+  running.reset();  // stops and joins the emulator before the hosts go
   if (o.json) std::cout << stats.dump() << std::endl;
   else std::cerr << "dedloc-lab: " << stats.dump() << std::endl;
   if (!outcome.is_ok()) return cli::report_failure(kTool, outcome), cli::kExitFailure;

@@ -5,7 +5,6 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -23,11 +22,10 @@ constexpr size_t kMaxPacketsHeld = 1 << 16;
 // Packets read from one host before looking at the others and at what came due (fairness, timeliness).
 constexpr int kReadBurst = 32;
 
-double thread_cpu_seconds() {
-  rusage usage{};
-  ::getrusage(RUSAGE_THREAD, &usage);
-  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+double cpu_seconds_of(clockid_t clock) {
+  timespec t{};
+  ::clock_gettime(clock, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
 }
 
 // Closes a file descriptor when it goes out of scope.
@@ -75,7 +73,7 @@ EmulatorStats Emulator::stats() const {
   EmulatorStats out = counters_;
   for (size_t i = 0; i < model_.size(); ++i) out.hosts.push_back(model_.counters(i));
   out.wall_seconds = started_ == TimePoint{} ? 0 : std::chrono::duration<double>(SystemClock::instance().now() - started_).count();
-  out.cpu_seconds = cpu_seconds_.load();
+  out.cpu_seconds = cpu_clock_ ? cpu_seconds_of(*cpu_clock_) - cpu_at_start_ : cpu_at_end_;
   return out;
 }
 
@@ -169,8 +167,21 @@ Status Emulator::run() {
   {
     std::lock_guard lock(mutex_);
     started_ = SystemClock::instance().now();
+    clockid_t clock;
+    if (::pthread_getcpuclockid(::pthread_self(), &clock) == 0) {
+      cpu_clock_ = clock;
+      cpu_at_start_ = cpu_seconds_of(clock);
+    }
   }
-  cpu_at_start_ = thread_cpu_seconds();
+  // This thread's CPU clock is valid only while it runs: stats() reads what it used from here on.
+  struct FreezeCpuClock {
+    Emulator& e;
+    ~FreezeCpuClock() {
+      std::lock_guard lock(e.mutex_);
+      if (e.cpu_clock_) e.cpu_at_end_ = cpu_seconds_of(*e.cpu_clock_) - e.cpu_at_start_;
+      e.cpu_clock_.reset();
+    }
+  } freeze{*this};
 
   std::vector<epoll_event> events(hosts + 2);
   TimePoint armed = TimePoint::max();  // when the timer fires; max: not armed
@@ -200,9 +211,26 @@ Status Emulator::run() {
       ::timerfd_settime(timer.fd, TFD_TIMER_ABSTIME, &when, nullptr);
       armed = *next;
     }
-    cpu_seconds_ = thread_cpu_seconds() - cpu_at_start_;
   }
   return {};
+}
+
+RunningEmulator::RunningEmulator(const LabNetwork& network, std::vector<HostLink> links, std::vector<bool> behind_nat,
+                                 std::uint64_t seed)
+    : emulator_(network, std::move(links), std::move(behind_nat), seed), thread_([this] {
+        Status outcome = emulator_.run();
+        std::lock_guard lock(mutex_);
+        failure_ = outcome;
+      }) {}
+
+RunningEmulator::~RunningEmulator() {
+  emulator_.stop();
+  thread_.join();
+}
+
+Status RunningEmulator::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
 }
 
 }  // namespace dedloc::lab

@@ -10,10 +10,14 @@
 // measured by bench/lab/selfcheck.sh.
 #pragma once
 
+#include <time.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "dedloc/core/status.hpp"
@@ -79,8 +83,32 @@ class Emulator {
   std::vector<std::uint8_t> scratch_;
   EmulatorStats counters_;  // the emulator's own counters (hosts and times filled in by stats())
   TimePoint started_{};
+  // The loop thread's CPU clock, read by stats() from any thread while the loop runs; what it had used
+  // when the loop ended.
+  std::optional<clockid_t> cpu_clock_;
   double cpu_at_start_ = 0;
-  std::atomic<double> cpu_seconds_{0};
+  double cpu_at_end_ = 0;
+};
+
+// An emulator forwarding on a thread of its own for the life of this object, stopped and joined when it
+// goes: how the lab's users run one.
+class RunningEmulator {
+ public:
+  RunningEmulator(const LabNetwork& network, std::vector<HostLink> links, std::vector<bool> behind_nat,
+                  std::uint64_t seed);
+  ~RunningEmulator();
+  RunningEmulator(const RunningEmulator&) = delete;
+  RunningEmulator& operator=(const RunningEmulator&) = delete;
+
+  Emulator& emulator() { return emulator_; }
+  // The loop's error if it ended on its own (it could not set up epoll or a timer); ok while it runs.
+  Status failure() const;
+
+ private:
+  Emulator emulator_;
+  mutable std::mutex mutex_;
+  Status failure_;
+  std::thread thread_;
 };
 
 }  // namespace dedloc::lab

@@ -101,6 +101,11 @@ std::vector<OutputLine> LabProcesses::lines() const {
   return lines_;
 }
 
+size_t LabProcesses::line_count() const {
+  std::lock_guard lock(mutex_);
+  return lines_.size();
+}
+
 std::optional<std::string> LabProcesses::wait_for_line(size_t i, const std::string& needle, Duration timeout) const {
   const Deadline deadline = Deadline::after(timeout);
   size_t seen = 0;

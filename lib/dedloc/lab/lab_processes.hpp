@@ -46,8 +46,9 @@ class LabProcesses {
   // Every time process i was started, in order.
   std::vector<TimePoint> starts(size_t i) const;
 
-  // Every line so far, in order of arrival (a copy).
+  // Every line so far, in order of arrival (a copy), and how many there are.
   std::vector<OutputLine> lines() const;
+  size_t line_count() const;
   // Waits (up to `timeout`) for a line from process i that contains `needle`; returns it.
   std::optional<std::string> wait_for_line(size_t i, const std::string& needle, Duration timeout) const;
 

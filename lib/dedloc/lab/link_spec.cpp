@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "dedloc/plan/units.hpp"
+
 namespace dedloc::lab {
 
 namespace {
@@ -53,6 +55,29 @@ HostLink host_link(const LinkSpec& spec) {
   const Duration jitter = spec.jitter / 4;
   link.up = {quarter, jitter, spec.upload, spec.loss, spec.queue_bytes};
   link.down = {quarter, jitter, spec.download, 0, spec.queue_bytes};
+  return link;
+}
+
+Result<LinkSpec> parse_link(const LinkText& text, LinkSpec link, std::string_view prefix) {
+  // Parses one field when given, into `out`; false (and `failure` set) on an error.
+  Status failure;
+  auto field = [&](const std::string& value, std::string_view name, auto parse, auto& out) {
+    if (value.empty() || !failure.is_ok()) return;
+    auto parsed = parse(value, std::string(prefix) + std::string(name));
+    if (parsed) out = static_cast<std::remove_reference_t<decltype(out)>>(*parsed);
+    else failure = parsed.status();
+  };
+  double rate = -1, queue = -1;
+  field(text.rtt, "rtt", parse_duration, link.rtt);
+  field(text.jitter, "jitter", parse_duration, link.jitter);
+  field(text.rate, "rate", plan::parse_rate, rate);
+  if (rate >= 0) link.upload = link.download = rate;
+  field(text.upload, "upload", plan::parse_rate, link.upload);
+  field(text.download, "download", plan::parse_rate, link.download);
+  field(text.loss, "loss", parse_probability, link.loss);
+  field(text.queue, "queue", plan::parse_rate, queue);
+  if (queue >= 0) link.queue_bytes = static_cast<std::uint64_t>(queue);
+  if (!failure.is_ok()) return failure;
   return link;
 }
 

@@ -29,4 +29,13 @@ struct LinkSpec {
 
 HostLink host_link(const LinkSpec& spec);
 
+// A link as written in flags or a scenario file: each field's text, empty when not given.
+struct LinkText {
+  std::string rtt, jitter, rate, upload, download, loss, queue;
+};
+
+// Parses `text` over `base` (fields not given keep base's values): `rate` sets both directions, `upload`
+// and `download` override it. An error names the field as `prefix` + its name ("--rtt", "f.yaml: groups: rtt").
+[[nodiscard]] Result<LinkSpec> parse_link(const LinkText& text, LinkSpec base, std::string_view prefix);
+
 }  // namespace dedloc::lab

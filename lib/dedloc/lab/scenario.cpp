@@ -4,7 +4,6 @@
 #include <set>
 
 #include "dedloc/core/config.hpp"
-#include "dedloc/plan/units.hpp"
 
 namespace dedloc::lab {
 
@@ -25,17 +24,15 @@ void read_parsed(ConfigReader& reader, std::string_view key, T& out, Parse parse
 }
 
 void read_link(ConfigReader& r, LinkSpec& link, std::vector<std::string>& errors) {
-  read_parsed(r, "rtt", link.rtt, parse_duration, errors);
-  read_parsed(r, "jitter", link.jitter, parse_duration, errors);
-  double rate = -1;
-  read_parsed(r, "rate", rate, plan::parse_rate, errors);
-  if (rate >= 0) link.upload = link.download = rate;
-  read_parsed(r, "upload", link.upload, plan::parse_rate, errors);
-  read_parsed(r, "download", link.download, plan::parse_rate, errors);
-  read_parsed(r, "loss", link.loss, parse_probability, errors);
-  double queue = -1;
-  read_parsed(r, "queue", queue, plan::parse_rate, errors);
-  if (queue >= 0) link.queue_bytes = static_cast<std::uint64_t>(queue);
+  LinkText text;
+  for (auto [key, field] : {std::pair{"rtt", &text.rtt}, {"jitter", &text.jitter}, {"rate", &text.rate},
+                            {"upload", &text.upload}, {"download", &text.download}, {"loss", &text.loss},
+                            {"queue", &text.queue}}) {
+    r.read(key, *field);
+  }
+  auto parsed = parse_link(text, link, r.where() + ": ");
+  if (parsed) link = *parsed;
+  else errors.push_back(parsed.status().message());
 }
 
 }  // namespace

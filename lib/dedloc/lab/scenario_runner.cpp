@@ -196,16 +196,8 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
     links.push_back(host_link(h.link));
     nat.push_back(h.group >= 0 && s.groups[static_cast<size_t>(h.group)].nat);
   }
-  Emulator emulator(**network, links, nat, s.seed);
-  std::thread loop([&] { (void)emulator.run(); });
-  struct StopEmulator {
-    Emulator& e;
-    std::thread& t;
-    ~StopEmulator() {
-      e.stop();
-      t.join();
-    }
-  } stop_emulator{emulator, loop};
+  RunningEmulator running(**network, links, nat, s.seed);
+  Emulator& emulator = running.emulator();
 
   LabProcesses processes(options.work_dir);
   const std::string& tools = options.tools_dir;
@@ -292,7 +284,7 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
     if (now >= next_report) {
       next_report += std::chrono::seconds(30);
       say(std::to_string(static_cast<int>(std::chrono::duration<double>(now - run.start).count())) + " s: " +
-          std::to_string(processes.lines().size()) + " output lines so far");
+          std::to_string(processes.line_count()) + " output lines so far");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

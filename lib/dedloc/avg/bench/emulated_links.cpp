@@ -13,17 +13,6 @@ Result<std::unique_ptr<EmulatedLinks>> EmulatedLinks::create(const std::vector<d
   return std::unique_ptr<EmulatedLinks>(new EmulatedLinks(std::move(*network), std::move(links)));
 }
 
-EmulatedLinks::EmulatedLinks(std::unique_ptr<lab::LabNetwork> network, std::vector<lab::HostLink> links)
-    : network_(std::move(network)),
-      emulator_(*network_, std::move(links), std::vector<bool>(network_->hosts().size(), false), /*seed=*/1) {}
-
-EmulatedLinks::~EmulatedLinks() {
-  if (loop_.joinable()) {
-    emulator_.stop();
-    loop_.join();
-  }
-}
-
 std::vector<std::string> EmulatedLinks::namespaces() const {
   std::vector<std::string> names;
   for (const auto& host : network_->hosts()) names.push_back(host.netns);
@@ -31,7 +20,7 @@ std::vector<std::string> EmulatedLinks::namespaces() const {
 }
 
 void EmulatedLinks::start() {
-  loop_ = std::thread([this] { (void)emulator_.run(); });
+  emulator_.emplace(*network_, links_, std::vector<bool>(links_.size(), false), /*seed=*/1);
 }
 
 }  // namespace dedloc::avg::bench

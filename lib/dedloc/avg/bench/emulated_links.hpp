@@ -4,8 +4,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "dedloc/core/status.hpp"
@@ -20,7 +20,7 @@ class EmulatedLinks {
   // waits; no thread is left behind).
   static Result<std::unique_ptr<EmulatedLinks>> create(const std::vector<double>& rates, Duration rtt, double loss);
   // Stops the emulator, then removes the hosts (killing whatever still runs in them).
-  ~EmulatedLinks();
+  ~EmulatedLinks() = default;
   EmulatedLinks(const EmulatedLinks&) = delete;
   EmulatedLinks& operator=(const EmulatedLinks&) = delete;
 
@@ -32,11 +32,12 @@ class EmulatedLinks {
   void start();
 
  private:
-  EmulatedLinks(std::unique_ptr<lab::LabNetwork> network, std::vector<lab::HostLink> links);
+  EmulatedLinks(std::unique_ptr<lab::LabNetwork> network, std::vector<lab::HostLink> links)
+      : network_(std::move(network)), links_(std::move(links)) {}
 
-  std::unique_ptr<lab::LabNetwork> network_;
-  lab::Emulator emulator_;
-  std::thread loop_;
+  std::unique_ptr<lab::LabNetwork> network_;  // declared first: it outlives the emulator
+  std::vector<lab::HostLink> links_;
+  std::optional<lab::RunningEmulator> emulator_;
 };
 
 }  // namespace dedloc::avg::bench
