@@ -23,7 +23,9 @@ namespace {
 
 constexpr int kDhtPort = 31337, kRelayPort = 31338, kTrainDhtPort = 31400, kTrainAvgPort = 31401, kAuxPort = 31402;
 
-// What the runner needs from the recipe: the run to join, and the planner's inputs.
+// What the runner needs from the recipe: the run to join, and the planner's inputs. Read here, a few keys
+// with yaml-cpp, rather than with train::Recipe, which lives in the torch libraries: dedloc-lab links no
+// libtorch. Every trainer validates the whole recipe when it starts (a bad one shows in its stderr file).
 struct RecipeFacts {
   std::string run_id;
   double parameters = 0;  // the synthetic task's model size (0: unknown)
