@@ -34,6 +34,8 @@ std::string ConfigReader::key_path(std::string_view key) const {
   return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
 }
 
+const std::string& ConfigReader::source() const { return shared_->source; }
+
 std::string ConfigReader::where() const { return path_.empty() ? shared_->source : shared_->source + ": " + path_; }
 
 bool ConfigReader::has(std::string_view key) const {

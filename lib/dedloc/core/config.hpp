@@ -57,6 +57,9 @@ class ConfigReader {
 
   // Where this reader's keys live, for messages: "configs/dht.yaml" or "configs/dht.yaml: averaging".
   std::string where() const;
+  // The file (or the source name given to from_string) the keys come from: relative paths in a config are
+  // resolved against its directory.
+  const std::string& source() const;
 
   // Reports the first type error, else every key that no read() consumed, at this level and below.
   Status finish() const;

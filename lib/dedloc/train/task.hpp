@@ -64,6 +64,10 @@ class Task {
   // Called after each optimizer step with the new epoch (SwAV renormalizes its prototypes here).
   virtual void after_step(std::uint64_t /*epoch*/) {}
 
+  // Writes the trained model in the format its community loads into `dir`; returns what it wrote
+  // (a path), or "" when the task has no such format.
+  virtual Result<std::string> export_model(const std::string& /*dir*/) { return std::string(); }
+
   // For logs: "albert (11.7 M parameters)".
   virtual std::string describe() const = 0;
 };

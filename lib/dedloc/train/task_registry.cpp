@@ -8,6 +8,7 @@
 #include "dedloc/train/models/mlp_task.hpp"
 #include "dedloc/train/models/swav_task.hpp"
 #include "dedloc/train/models/synthetic_task.hpp"
+#include "dedloc/train/models/torchscript_task.hpp"
 
 namespace dedloc::train {
 
@@ -51,6 +52,7 @@ const std::map<std::string, Reader>& readers() {
         {"mlp", read_then_build<read_mlp, make_mlp_task>},
         {"swav", read_then_build<models::read_swav_options, make_swav>},
         {std::string(kSyntheticTaskKind), read_then_build<read_synthetic_options, make_synthetic_task>},
+        {std::string(kTorchScriptTaskKind), read_then_build<read_torchscript_options, make_torchscript_task>},
     };
     if (test_tasks_enabled()) {
       kinds.emplace(std::string(kFailingTaskKind), read_then_build<read_failing_task_options, make_failing_task>);
