@@ -41,10 +41,26 @@ std::string beside(const ConfigReader& reader, const std::string& path) {
   return (std::filesystem::path(reader.source()).parent_path() / p).lexically_normal().string();
 }
 
-// The first line of what libtorch threw: its messages carry a backtrace after it.
-std::string first_line(const std::exception& e) {
-  std::string what = e.what();
-  return what.substr(0, what.find('\n'));
+// One line of what libtorch threw. Its messages carry a C++ backtrace after the first line; an error inside
+// the TorchScript interpreter opens with a fixed sentence and ends with the Python error, after a traceback
+// whose last "File" line is where in the user's source it happened.
+std::string one_line(const std::exception& e) {
+  const std::string what = e.what();
+  if (!what.starts_with("The following operation failed in the TorchScript interpreter")) return what.substr(0, what.find('\n'));
+  std::string last, where;
+  size_t start = 0;
+  while (start < what.size()) {
+    size_t end = what.find('\n', start);
+    if (end == std::string::npos) end = what.size();
+    std::string line = what.substr(start, end - start);
+    const size_t text = line.find_first_not_of(' ');
+    if (text != std::string::npos) {
+      if (line.compare(text, 5, "File ") == 0) where = line.substr(text + 5);
+      last = line.substr(text);
+    }
+    start = end + 1;
+  }
+  return where.empty() ? last : last + " (" + where + ")";
 }
 
 std::string shape_text(const torch::Tensor& t) {
@@ -99,7 +115,7 @@ class TorchScriptTask final : public Task {
     try {
       result = loss(batch);
     } catch (const std::exception& e) {
-      return error(Code::kInvalidArgument, options_.path + ": forward failed on a batch of " + describe_batch(batch) + ": " + first_line(e));
+      return error(Code::kInvalidArgument, options_.path + ": forward failed on a batch of " + describe_batch(batch) + ": " + one_line(e));
     }
     if (result.dim() != 0 || !result.is_floating_point()) {
       return error(Code::kInvalidArgument, options_.path + ": forward returned a " + std::string(c10::toString(result.scalar_type())) +
@@ -234,7 +250,7 @@ Result<std::unique_ptr<Task>> make_torchscript_task(const TorchScriptOptions& op
     module = torch::jit::load(options.path, context.device);
   } catch (const std::exception& e) {
     return error(Code::kInvalidArgument, options.path + ": not a TorchScript module (save one with torch.jit.save(torch.jit.script(model), path)): " +
-                                             first_line(e));
+                                             one_line(e));
   }
   DEDLOC_RETURN_IF_ERROR(check_forward_signature(module, options.path));
   auto shards = TensorShards::open(options.data_paths);
