@@ -2,7 +2,8 @@
 // trainers are SIGKILLed and new ones join; every checkpoint it leaves loads and holds finite weights. Then
 // export is SIGKILLed in the middle of writing a checkpoint (caught by inotify the moment its temporary
 // file appears): no partial file ever carries a final name, and the next run cleans up and succeeds. A
-// second export on the same folder while one holds the lock fails with one clear line.
+// second export on the same folder while one holds the lock fails with one clear line, and so does
+// `--format hf` of that run (an MLP, not ALBERT).
 #include <catch2/catch.hpp>
 
 #include <poll.h>
@@ -188,6 +189,19 @@ TEST_CASE("Export under churn: every checkpoint loads, and a kill mid-write leav
   CHECK(std::count(locked.output.begin(), locked.output.end(), '\n') == 1);  // one line, nothing else
   CHECK(fs::is_symlink(out + "/latest.safetensors"));
   CHECK(dedloc::collab::load_checkpoint(out + "/latest.safetensors").is_ok());
+
+  // --format hf downloads the same state, which is no ALBERT: one line naming the tensor it looked for,
+  // nothing written.
+  const std::string tokenizer = fs::path(out).parent_path().string() + "/spm.model";
+  REQUIRE(dedloc::write_file_atomically(tokenizer, "a SentencePiece model").is_ok());
+  auto hf = dedloc::test::run_command(export_command(address, out) + " --format hf --tokenizer " + tokenizer);
+  INFO(hf.output);
+  CHECK(hf.exit_code == 2);
+  CHECK(last_line(hf.output) == "dedloc-avg export: error: invalid_argument: not an ALBERT state: it has no tensor "
+                                "'param/embeddings.word_embeddings.weight'");
+  CHECK(dedloc::monitor::list_exported_hf_folders(out).empty());
+  CHECK_FALSE(fs::exists(out + "/latest-hf"));
+  CHECK(leftovers(out).empty());
 }
 
 TEST_CASE("Export with no donor in the run fails with one clear line", "[proc][monitor][export]") {

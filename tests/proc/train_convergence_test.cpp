@@ -1,10 +1,18 @@
 // Convergence: the shipped ALBERT and SwAV recipes, run collaboratively by two
 // dedloc-train processes on CPU for a fixed number of global steps, lower their loss by a stated margin.
-// The numbers are printed (WARN) and recorded in bench/README.md.
+// The numbers are printed (WARN) and recorded in bench/README.md. The ALBERT run's Hugging Face export at
+// exit is checked against its model.safetensors.
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
+#include "dedloc/collab/checkpoint.hpp"
+#include "dedloc/collab/hf_export.hpp"
+#include "dedloc/core/files.hpp"
+#include "dedloc/core/safetensors.hpp"
 #include "support/test_paths.hpp"
 #include "support/trainer_process.hpp"
 
@@ -19,6 +27,7 @@ namespace {
 struct Convergence {
   double first = 0, last = 0;  // mean loss of the first and of the last three steps, peer 0
   size_t found_ahead = 0;      // peer 0's averaged steps whose group formed while it still computed
+  std::string checkpoint_dir;  // peer 0's --checkpoint-dir
 };
 
 // Two peers train `recipe` for `epochs` global steps, nearly all of them averaged: on a loaded machine a
@@ -56,7 +65,7 @@ Convergence run_pair(const std::string& recipe, std::uint64_t epochs) {
   // Matchmaking ahead of time: each step's search starts once the ETA is within matchmaking_time (5 s),
   // seconds before the batch is complete. 15 of 15 on an idle machine; a loaded one may start some late.
   CHECK(ahead * 3 >= epochs);
-  return {*mean_loss(steps, 1, 3), *mean_loss(steps, epochs - 2, epochs), ahead};
+  return {*mean_loss(steps, 1, 3), *mean_loss(steps, epochs - 2, epochs), ahead, dir + "/a"};
 }
 
 }  // namespace
@@ -68,6 +77,35 @@ TEST_CASE("albert-tiny: two peers lower the masked-LM + sentence-order loss", "[
   // From ln(8000) + ln(2) = 9.68 (uniform guesses) toward the corpus's token statistics.
   CHECK(loss.first > 9.3);
   CHECK(loss.last < loss.first - 0.8);
+
+  // At its end the peer wrote its model for transformers beside the checkpoints (Task::export_model): the
+  // folder of lib/dedloc/collab/hf_export.hpp, with the weights of model.safetensors and the tokenizer
+  // this run trained; model.safetensors carries the shape that a tool without torch needs (the state entry).
+  const std::string& dir = loss.checkpoint_dir;
+  auto model = dedloc::collab::load_checkpoint(dir + "/model.safetensors");
+  REQUIRE(model.is_ok());
+  auto config = dedloc::collab::albert_config_of(model->state);
+  INFO(config.status().to_string());
+  REQUIRE(config.is_ok());
+  const std::string hf = dir + "/hf";
+  const std::string file = dedloc::read_file(hf + "/model.safetensors").value();
+  auto header = dedloc::safetensors::parse_header(dedloc::as_bytes(file), file.size());
+  REQUIRE(header.is_ok());
+  const auto* words = header->find("albert.embeddings.word_embeddings.weight");
+  REQUIRE(words != nullptr);
+  auto trained = model->state.tensor(*model->state.find("embeddings.word_embeddings.weight"));
+  REQUIRE(words->bytes() == trained.size() * sizeof(float));
+  CHECK(std::memcmp(file.data() + header->data_offset + words->begin, trained.data(), words->bytes()) == 0);
+  auto hf_config = nlohmann::json::parse(dedloc::read_file(hf + "/config.json").value());
+  CHECK(hf_config["vocab_size"] == config->vocab_size);
+  CHECK(hf_config["num_hidden_layers"] == 4);  // recipes/albert-tiny.yaml: size tiny
+  std::string tokenizer;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind("albert-spm-", 0) == 0) tokenizer = entry.path().string();
+  }
+  REQUIRE_FALSE(tokenizer.empty());
+  CHECK(dedloc::read_file(hf + "/spiece.model").value() == dedloc::read_file(tokenizer).value());
+  CHECK(std::filesystem::exists(hf + "/tokenizer_config.json"));
 }
 
 TEST_CASE("swav-fmnist: two peers lower the SwAV swapped-prediction loss", "[proc][train][convergence]") {

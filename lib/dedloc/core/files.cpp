@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -22,6 +24,14 @@ std::string directory_of(const std::string& path) {
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
+}
+
+void fsync_directory(const std::string& path) {
+  int dir = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
 }
 
 }  // namespace
@@ -56,11 +66,34 @@ Status write_file_atomically(const std::string& path, std::string_view contents,
     return st;
   }
   // Make the rename itself durable.
-  int dir = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
+  fsync_directory(directory_of(path));
+  return Status::ok();
+}
+
+Status replace_directory(const std::string& staged, const std::string& dir) {
+  namespace fs = std::filesystem;
+  fsync_directory(staged);
+  if (::rename(staged.c_str(), dir.c_str()) == 0) {
+    fsync_directory(directory_of(dir));
+    return Status::ok();
   }
+  if (errno != EEXIST && errno != ENOTEMPTY) return io_error("cannot rename " + staged + " to", dir);
+  std::error_code ec;
+  if (::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
+    fsync_directory(directory_of(dir));
+    fs::remove_all(staged, ec);  // now the old folder
+    return Status::ok();
+  }
+  if (errno != EINVAL && errno != ENOSYS) return io_error("cannot exchange " + staged + " with", dir);
+  const std::string aside = staged + ".old";
+  if (::rename(dir.c_str(), aside.c_str()) != 0) return io_error("cannot move aside", dir);
+  if (::rename(staged.c_str(), dir.c_str()) != 0) {
+    Status st = io_error("cannot rename " + staged + " to", dir);
+    ::rename(aside.c_str(), dir.c_str());  // put the old one back
+    return st;
+  }
+  fsync_directory(directory_of(dir));
+  fs::remove_all(aside, ec);
   return Status::ok();
 }
 

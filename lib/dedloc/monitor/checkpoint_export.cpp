@@ -14,6 +14,7 @@
 #include "dedloc/core/file_lock.hpp"
 #include "dedloc/core/files.hpp"
 #include "dedloc/collab/checkpoint.hpp"
+#include "dedloc/collab/hf_export.hpp"
 #include "dedloc/collab/progress.hpp"
 
 namespace dedloc::monitor {
@@ -24,21 +25,43 @@ namespace {
 
 constexpr std::string_view kLog = "export";
 
-std::string checkpoint_name(std::uint64_t epoch) {
+std::string epoch_name(const char* stem, std::uint64_t epoch) {
   char name[64];
-  std::snprintf(name, sizeof name, "checkpoint-e%08llu", static_cast<unsigned long long>(epoch));
+  std::snprintf(name, sizeof name, "%s-e%08llu", stem, static_cast<unsigned long long>(epoch));
   return name;
 }
 
-// Temporary files of write_file_atomically ("<name>.tmp.<pid>.<n>") and of the symlink swap, left by a run
-// that was killed; only ever called with the lock held, so none of them is being written.
+// Temporary files of write_file_atomically ("<name>.tmp.<pid>.<n>"), staging folders of the Hugging Face
+// export (the same pattern) and the symlink swap's, left by a run that was killed; only ever called with
+// the lock held, so none of them is being written.
 void remove_leftovers(const std::string& dir, Logger& log) {
   std::error_code ec;
+  std::vector<fs::path> leftovers;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    auto name = entry.path().filename().string();
-    if (name.find(".tmp.") == std::string::npos) continue;
-    if (fs::remove(entry.path(), ec)) log.info(kLog) << "removed " << name << ", left by an interrupted export";
+    if (entry.path().filename().string().find(".tmp.") != std::string::npos) leftovers.push_back(entry.path());
   }
+  for (const auto& path : leftovers) {
+    if (fs::remove_all(path, ec) > 0) {
+      log.info(kLog) << "removed " << path.filename().string() << ", left by an interrupted export";
+    }
+  }
+}
+
+// (epoch, path) of the entries of `dir` named by `pattern` (its group 1: the epoch) that `kind` accepts,
+// newest first.
+template <class Kind>
+std::vector<std::pair<std::uint64_t, std::string>> list_exports(const std::string& dir, const std::regex& pattern,
+                                                                Kind kind) {
+  std::vector<std::pair<std::uint64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::smatch match;
+    auto name = entry.path().filename().string();
+    if (!kind(entry) || !std::regex_match(name, match, pattern)) continue;
+    found.emplace_back(std::stoull(match[1].str()), entry.path().string());
+  }
+  std::sort(found.begin(), found.end(), std::greater<>());
+  return found;
 }
 
 Status verify(const avg::TrainingState& state, const ExportOptions& options) {
@@ -76,62 +99,10 @@ Status replace_symlink(const std::string& target, const std::string& link) {
   return Status::ok();
 }
 
-}  // namespace
-
-std::vector<std::pair<std::uint64_t, std::string>> list_exported_checkpoints(const std::string& dir) {
-  static const std::regex kName(R"(checkpoint-e(\d{1,19})\.safetensors)");
-  std::vector<std::pair<std::uint64_t, std::string>> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::smatch match;
-    auto name = entry.path().filename().string();
-    if (!entry.is_regular_file(ec) || !std::regex_match(name, match, kName)) continue;
-    found.emplace_back(std::stoull(match[1].str()), entry.path().string());
-  }
-  std::sort(found.begin(), found.end(), std::greater<>());
-  return found;
-}
-
-Result<ExportResult> export_checkpoint(dht::Node& node, net::Client& client, const ExportOptions& options,
-                                       Deadline deadline) {
+Status write_checkpoint_export(const avg::TrainingState& state, const ExportOptions& options, ExportResult& result) {
   auto& log = *options.log;
   std::error_code ec;
-  fs::create_directories(options.out_dir, ec);
-  if (ec) return error(Code::kIo, "cannot create " + options.out_dir + ": " + ec.message());
-  auto lock = FileLock::try_acquire(options.out_dir + "/.export.lock");
-  if (!lock) {
-    if (lock.status().code() == Code::kRefused) {
-      return error(Code::kRefused, "another export is writing to " + options.out_dir + " (" +
-                                       lock.status().message() + ")");
-    }
-    return lock.status();
-  }
-  remove_leftovers(options.out_dir, log);
-
-  avg::DownloadOptions download;
-  download.run_id = options.run_id;
-  download.max_donors = 1;
-  download.expected_schema = options.expected_schema;
-  download.request_timeout = options.request_timeout;
-  download.log = &log;
-  auto downloaded = avg::download_state(node, client, download, deadline);
-  if (!downloaded) {
-    if (downloaded.status().code() == Code::kNotFound) {
-      return error(Code::kNotFound, "no donor of run '" + options.run_id + "' is listed in the DHT");
-    }
-    return downloaded.status();
-  }
-  const auto& state = downloaded->state;
-  DEDLOC_RETURN_IF_ERROR(verify(state, options));
-
-  ExportResult result;
-  result.epoch = state.epoch();
-  for (const auto& d : downloaded->donors) {
-    if (d.failure.is_ok() && d.parts > 0) result.donor = d.address;
-  }
-  if (auto peers = collab::read_progress(node, options.run_id, deadline)) result.peers = peers->size();
-
-  const std::string base = options.out_dir + "/" + checkpoint_name(result.epoch);
+  const std::string base = options.out_dir + "/" + epoch_name("checkpoint", result.epoch);
   result.path = base + ".safetensors";
   const double now = SystemClock::instance().unix_seconds();
   if (fs::exists(result.path, ec)) {
@@ -171,6 +142,89 @@ Result<ExportResult> export_checkpoint(dht::Node& node, net::Client& client, con
     fs::remove(fs::path(path).replace_extension(".json"), ec);
     if (fs::remove(path, ec)) result.removed.push_back(path);
   }
+  return Status::ok();
+}
+
+Status write_hf_export(const avg::TrainingState& state, const ExportOptions& options, ExportResult& result) {
+  std::error_code ec;
+  result.path = options.out_dir + "/" + epoch_name("hf", result.epoch);
+  if (fs::exists(result.path, ec)) {
+    options.log->info(kLog) << "epoch " << result.epoch << " is already in " << result.path;
+  } else {
+    DEDLOC_RETURN_IF_ERROR(collab::write_albert_hf_folder(state, options.tokenizer_model, result.path));
+    result.written = true;
+  }
+  auto folders = list_exported_hf_folders(options.out_dir);
+  DEDLOC_RETURN_IF_ERROR(
+      replace_symlink(fs::path(folders.front().second).filename().string(), options.out_dir + "/latest-hf"));
+  for (size_t i = std::max<size_t>(options.keep, 1); i < folders.size(); ++i) {
+    if (fs::remove_all(folders[i].second, ec) > 0) result.removed.push_back(folders[i].second);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::vector<std::pair<std::uint64_t, std::string>> list_exported_checkpoints(const std::string& dir) {
+  static const std::regex kName(R"(checkpoint-e(\d{1,19})\.safetensors)");
+  return list_exports(dir, kName, [](const fs::directory_entry& entry) {
+    std::error_code ec;
+    return entry.is_regular_file(ec);
+  });
+}
+
+std::vector<std::pair<std::uint64_t, std::string>> list_exported_hf_folders(const std::string& dir) {
+  static const std::regex kName(R"(hf-e(\d{1,19}))");
+  return list_exports(dir, kName, [](const fs::directory_entry& entry) {
+    std::error_code ec;
+    return entry.is_directory(ec) && !entry.is_symlink(ec);
+  });
+}
+
+Result<ExportResult> export_checkpoint(dht::Node& node, net::Client& client, const ExportOptions& options,
+                                       Deadline deadline) {
+  auto& log = *options.log;
+  std::error_code ec;
+  const bool hf = options.format == ExportFormat::kHuggingFace;
+  // Before the download: a missing tokenizer is the operator's typo, not worth a state transfer.
+  if (hf && !fs::is_regular_file(options.tokenizer_model, ec)) {
+    return error(Code::kNotFound, "tokenizer file missing: " + options.tokenizer_model);
+  }
+  fs::create_directories(options.out_dir, ec);
+  if (ec) return error(Code::kIo, "cannot create " + options.out_dir + ": " + ec.message());
+  auto lock = FileLock::try_acquire(options.out_dir + "/.export.lock");
+  if (!lock) {
+    if (lock.status().code() == Code::kRefused) {
+      return error(Code::kRefused, "another export is writing to " + options.out_dir + " (" +
+                                       lock.status().message() + ")");
+    }
+    return lock.status();
+  }
+  remove_leftovers(options.out_dir, log);
+
+  avg::DownloadOptions download;
+  download.run_id = options.run_id;
+  download.max_donors = 1;
+  download.expected_schema = options.expected_schema;
+  download.request_timeout = options.request_timeout;
+  download.log = &log;
+  auto downloaded = avg::download_state(node, client, download, deadline);
+  if (!downloaded) {
+    if (downloaded.status().code() == Code::kNotFound) {
+      return error(Code::kNotFound, "no donor of run '" + options.run_id + "' is listed in the DHT");
+    }
+    return downloaded.status();
+  }
+  const auto& state = downloaded->state;
+  DEDLOC_RETURN_IF_ERROR(verify(state, options));
+
+  ExportResult result;
+  result.epoch = state.epoch();
+  for (const auto& d : downloaded->donors) {
+    if (d.failure.is_ok() && d.parts > 0) result.donor = d.address;
+  }
+  if (auto peers = collab::read_progress(node, options.run_id, deadline)) result.peers = peers->size();
+  DEDLOC_RETURN_IF_ERROR(hf ? write_hf_export(state, options, result) : write_checkpoint_export(state, options, result));
   return result;
 }
 

@@ -13,6 +13,12 @@
 //      schema hash) the same way, and point the symlink `latest.safetensors` at it (also by rename);
 //   5. delete all but the newest `keep` checkpoints.
 // An epoch already on disk is not written again (its metadata is, if missing).
+//
+// With ExportFormat::kHuggingFace, step 4 writes the folder hf-e<EPOCH>/ instead (collab/hf_export.hpp:
+// model.safetensors under transformers' AlbertForMaskedLM names, config.json, tokenizer_config.json and the
+// run's spiece.model; built in a temporary sibling and renamed) and points the symlink `latest-hf` at it;
+// step 5 keeps the newest `keep` such folders. The tokenizer file is checked before anything is
+// downloaded, the state's ALBERT tensors and shape after.
 #pragma once
 
 #include <cstdint>
@@ -28,9 +34,16 @@
 
 namespace dedloc::monitor {
 
+enum class ExportFormat {
+  kCheckpoint,   // checkpoint-e<EPOCH>.safetensors: the whole training state, resumable
+  kHuggingFace,  // hf-e<EPOCH>/: the ALBERT model as transformers loads it
+};
+
 struct ExportOptions {
   std::string run_id;
   std::string out_dir;
+  ExportFormat format = ExportFormat::kCheckpoint;
+  std::string tokenizer_model;            // kHuggingFace: the run's SentencePiece model file (spiece.model)
   size_t keep = 5;                        // checkpoints kept (at least 1)
   std::optional<Bytes> expected_schema;   // refuse a state of another model
   Duration request_timeout = std::chrono::seconds(10);
@@ -38,7 +51,7 @@ struct ExportOptions {
 };
 
 struct ExportResult {
-  std::string path;            // the checkpoint (new or already there)
+  std::string path;            // the checkpoint or Hugging Face folder (new or already there)
   std::uint64_t epoch = 0;
   bool written = false;        // false: that epoch was already on disk
   std::string donor;           // who served it
@@ -52,11 +65,15 @@ struct ExportResult {
 //   kUnavailable  donors are listed but none served the state (each one's reason)
 //   kMalformed    the state failed verification (which tensor is not finite, whose schema)
 //   kIo           OUT_DIR cannot be written
+//   kHuggingFace only: those of collab::write_albert_hf_folder (a state that is not ALBERT, a missing
+//   tokenizer file, ...)
 //   kTimeout      `deadline` passed first
 Result<ExportResult> export_checkpoint(dht::Node& node, net::Client& client, const ExportOptions& options,
                                        Deadline deadline);
 
 // The checkpoints in `dir` written by export, newest epoch first: (epoch, path).
 std::vector<std::pair<std::uint64_t, std::string>> list_exported_checkpoints(const std::string& dir);
+// The Hugging Face folders (hf-e<EPOCH>) in `dir` written by export, newest epoch first: (epoch, path).
+std::vector<std::pair<std::uint64_t, std::string>> list_exported_hf_folders(const std::string& dir);
 
 }  // namespace dedloc::monitor

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -64,6 +65,10 @@ class Task {
   // Called after each optimizer step with the new epoch (SwAV renormalizes its prototypes here).
   virtual void after_step(std::uint64_t /*epoch*/) {}
 
+  // Metadata entries that travel with the training state (every download, checkpoint and
+  // `dedloc-avg export`), for tools that read a state without building the task: ALBERT publishes its
+  // shape (collab/hf_export.hpp kAlbertConfigEntry). Default: none.
+  virtual std::map<std::string, std::string> state_entries() const { return {}; }
   // Writes the trained model in the format its community loads into `dir`; returns what it wrote
   // (a path), or "" when the task has no such format.
   virtual Result<std::string> export_model(const std::string& /*dir*/) { return std::string(); }

@@ -113,6 +113,7 @@ struct Trainer::Parts {
   std::uint64_t rounds_averaged = 0;         // gradient rounds averaged with a group, for the metrics record
   double compute_seconds = 0;
   double started = 0;
+  std::map<std::string, std::string> task_entries;  // Task::state_entries(), asked once
 };
 
 namespace {
@@ -139,6 +140,7 @@ Trainer::Trainer(zmq::context_t& context, dht::Node& node, const crypto::Identit
   p.state.add("param/", parameters);
   p.state.add("buffer/", task_.named_buffers());
   p.state.add("optim/", optimizer_.state());
+  p.task_entries = task_.state_entries();
   if (!options_.samples_log.empty()) p.samples_log.open(options_.samples_log, std::ios::app);
 }
 
@@ -155,8 +157,9 @@ avg::TrainingState Trainer::snapshot() const {
   state->metadata.epoch = epoch_;
   state->metadata.entries["lr"] = learning_rate(options_.schedule, epoch_);
   // The run id, recipe and model travel with the state, so that whoever downloads it (a joiner, or
-  // `dedloc-avg export`) knows what it holds.
+  // `dedloc-avg export`) knows what it holds; so does what the task publishes (ALBERT's shape).
   for (const auto& [key, value] : options_.checkpoint_extra) state->metadata.entries[key] = value;
+  for (const auto& [key, value] : p.task_entries) state->metadata.entries[key] = value;
   return std::move(*state);
 }
 
@@ -515,6 +518,7 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
   if (!options_.checkpoint_dir.empty()) {
     auto saved = save_checkpoint_files();
     if (!saved.is_ok()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << saved.to_string();
+    export_model_files();
   }
   p.swarm.withdraw_records(leaving_deadline());
   return report;
@@ -600,6 +604,15 @@ Status Trainer::save_checkpoint_files() const {
     std::copy(from.begin(), from.end(), model->tensor(k).begin());
   }
   return collab::save_checkpoint(dir + "/model.safetensors", *model, options_.checkpoint_extra);
+}
+
+void Trainer::export_model_files() const {
+  auto exported = guard_torch("exporting the model", [&] { return task_.export_model(options_.checkpoint_dir); });
+  if (!exported) {
+    Logger::Line(options_.log, LogLevel::kWarning, kLog) << "the model was not exported: " << exported.status().to_string();
+  } else if (!exported->empty()) {
+    Logger::Line(options_.log, LogLevel::kInfo, kLog) << "exported the model to " << *exported;
+  }
 }
 
 }  // namespace dedloc::train

@@ -84,7 +84,7 @@ struct TrainerOptions {
   std::uint64_t max_epochs = 0;       // stop at this epoch; 0: no limit
   size_t min_peers = 1;               // wait (up to wait_for_peers) until this many peers, us included, are in
   Duration wait_for_peers = std::chrono::minutes(5);
-  std::string checkpoint_dir;         // checkpoint.safetensors + model.safetensors; empty: none
+  std::string checkpoint_dir;         // checkpoint.safetensors + model.safetensors (+ the task's export at exit); empty: none
   std::map<std::string, std::string> checkpoint_extra;  // recipe, run id: saved with each checkpoint
   std::string samples_log;            // a file with, per step, the epoch and the sample ids this peer put in
   bool status_line = false;           // a live status line (a terminal) rather than log lines
@@ -130,6 +130,10 @@ class Trainer {
   // Writes checkpoint.safetensors (everything) and model.safetensors (parameters and buffers under their
   // model names, for the PyTorch / Hugging Face world) into checkpoint_dir.
   Status save_checkpoint_files() const;
+  // The task's own export of the model (Task::export_model) into checkpoint_dir, at the end of a run (ALBERT:
+  // the Hugging Face folder checkpoint_dir/hf): logged, and a warning when it fails (the checkpoints are
+  // written already).
+  void export_model_files() const;
   // TrainerEvent::params_hash and params_norm of the parameters as they are now, into `event`.
   void describe_parameters(TrainerEvent& event) const;
 

@@ -1,5 +1,5 @@
-// The file side of checkpoint export: the lock that keeps two cron runs apart, and the checkpoints it
-// lists and rotates.
+// The file side of checkpoint export: the lock that keeps two cron runs apart, and the checkpoints and
+// Hugging Face folders it lists and rotates.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -40,6 +40,20 @@ TEST_CASE("Exported checkpoints are listed newest epoch first, other files ignor
   CHECK(found[1].first == 9);
   CHECK(found[2].first == 2);
   CHECK(found[0].second == (dir.path / "checkpoint-e00000010.safetensors").string());
+}
+
+TEST_CASE("Exported Hugging Face folders are listed newest epoch first, other entries ignored", "[unit][monitor]") {
+  test::ScopedTempDir dir{"dedloc-export"};
+  for (auto name : {"hf-e00000003", "hf-e00000012", "hf-e00000007", "hf-e00000013.tmp.12.0"}) {
+    std::filesystem::create_directory(dir.path / name);
+  }
+  std::ofstream(dir.path / "hf-e00000020") << "a file, not an export";
+  std::filesystem::create_directory_symlink("hf-e00000012", dir.path / "latest-hf");
+  auto found = monitor::list_exported_hf_folders(dir.path.string());
+  REQUIRE(found.size() == 3);
+  CHECK(found[0] == std::pair<std::uint64_t, std::string>{12, (dir.path / "hf-e00000012").string()});
+  CHECK(found[1].first == 7);
+  CHECK(found[2].first == 3);
 }
 
 TEST_CASE("The monitor's --http address parses as HOST:PORT", "[unit][monitor]") {

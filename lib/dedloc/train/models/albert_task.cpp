@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <span>
 #include <utility>
 
+#include "dedloc/train/models/albert_export.hpp"
 #include "dedloc/train/prefetcher.hpp"
 
 namespace dedloc::train {
@@ -198,6 +200,7 @@ std::string millions(std::int64_t count) {
 struct AlbertTask::State {
   std::string size;
   AlbertConfig config;
+  std::string tokenizer_model;  // the SentencePiece model file; "" when there was no work dir
   TokenizedCorpus vocabulary;  // pieces only: the documents are in `samples`
   AlbertModel model{nullptr};
   size_t documents = 0;
@@ -238,7 +241,19 @@ std::string AlbertTask::describe() const {
          std::to_string(state_->samples->size()) + " samples)";
 }
 
+std::map<std::string, std::string> AlbertTask::state_entries() const {
+  return {{std::string(collab::kAlbertConfigEntry), collab::albert_config_json(albert_hf_config(state_->config))}};
+}
+
+Result<std::string> AlbertTask::export_model(const std::string& dir) {
+  if (state_->tokenizer_model.empty()) {
+    return error(Code::kNotFound, "no tokenizer to export: the task ran without a work directory");
+  }
+  return export_albert_hf(*state_->model, state_->tokenizer_model, dir + "/hf");
+}
+
 AlbertModel& AlbertTask::model() { return state_->model; }
+const std::string& AlbertTask::tokenizer_model() const { return state_->tokenizer_model; }
 std::string AlbertTask::render(const std::vector<std::int64_t>& ids) const { return state_->vocabulary.render(ids); }
 const AlbertConfig& AlbertTask::config() const { return state_->config; }
 std::size_t AlbertTask::document_count() const { return state_->documents; }
@@ -314,6 +329,12 @@ Result<std::unique_ptr<AlbertTask>> make_albert_task(const AlbertRecipe& recipe,
   state->size = recipe.size;
   state->config = recipe.model;
   state->config.vocab_size = tokens->vocab_size();
+  // dedloc-tokenize cached the model that made these ids beside the token file (token_corpus.hpp); a
+  // temporary work dir is gone by now.
+  if (!context.work_dir.empty()) {
+    state->tokenizer_model =
+        (std::filesystem::path(context.work_dir) / tokenizer_model_file_name(tokens->key, tokenize.vocab_size)).string();
+  }
   state->documents = tokens->documents.size();
   auto samples = make_samples(*tokens, state->config.max_length);
   if (samples.empty()) {

@@ -13,6 +13,9 @@
 // and 15% (mlm_probability) of its ordinary tokens are predicted: 80% of them replaced by [MASK], 10% by a
 // random piece, 10% kept (BERT's recipe, single tokens rather than ALBERT's n-grams).
 //
+// The task publishes its shape in every training state (state_entries) and, at the end of a run, exports the
+// model for Hugging Face transformers (export_model, models/albert_export.hpp).
+//
 // Order and randomness come from TaskContext::data_seed alone: each pass over the samples is a
 // permutation drawn from (data_seed, pass), and the split, swap and masks of a sample from (data_seed, pass,
 // sample id). Batches are built on a prefetch thread.
@@ -27,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -73,6 +77,12 @@ class AlbertTask final : public Task {
   Result<Batch> next_batch() override;
   torch::Tensor loss(const Batch& batch) override;  // AlbertLosses::total, in training mode
   std::string describe() const override;
+  // The shape, as collab::kAlbertConfigEntry: what `dedloc-avg export --format hf` writes config.json from.
+  std::map<std::string, std::string> state_entries() const override;
+  // The Hugging Face folder <dir>/hf (models/albert_export.hpp), with the tokenizer this run trained (cached
+  // in TaskContext::work_dir); returns its path. kNotFound when that file is gone, or when the task had no
+  // work directory.
+  Result<std::string> export_model(const std::string& dir) override;
 
   // Both losses and accuracies of a batch, in training mode (loss() is losses().total).
   AlbertLosses losses(const Batch& batch);
@@ -81,6 +91,8 @@ class AlbertTask final : public Task {
   // Token ids as text, for logs and tests (TokenizedCorpus::render).
   std::string render(const std::vector<std::int64_t>& ids) const;
   const AlbertConfig& config() const;  // vocab_size: the tokenizer's real vocabulary
+  // The SentencePiece model file that made the token ids (in TaskContext::work_dir); "" without a work dir.
+  const std::string& tokenizer_model() const;
   std::size_t document_count() const;
   std::size_t sample_count() const;
 
