@@ -12,15 +12,23 @@ forward that takes dedloc's batch dict:
 and saves torch.jit.script of it to --out. Its initial parameters are drawn after torch.manual_seed(--seed)
 with torch's default Linear initialization, in construction order, as the C++ task draws them after
 torch::manual_seed(recipe seed): both use the one CPU generator and the same draws (kaiming_uniform_ with
-a = sqrt(5) for each weight, then uniform(±1/sqrt(fan_in)) for its bias), so --seed S should give the
-parameters of a recipe with `seed: S` (recipes/mlp.yaml: 1). --weights also writes them as a safetensors
+a = sqrt(5) for each weight, then uniform(±1/sqrt(fan_in)) for its bias), so --seed S gives the parameters
+of a recipe with `seed: S` (recipes/mlp.yaml: 1; checked bitwise against the model.safetensors of a
+dedloc-train run of that recipe whose first step had learning rate 0). --weights also writes them as a safetensors
 file (F32, under the parameter names) for a test to compare with a dedloc checkpoint's model.safetensors.
+
+--data FILE writes the built-in task's regression data (RegressionData in mlp_task.cpp: inputs, a random
+tanh teacher network, targets with noise, all drawn from one CPU generator seeded with --data-seed, the
+recipe's data.seed) as a tensors shard: `inputs` [samples, inputs] and `targets` [samples, outputs], F32,
+for `data: {kind: tensors, paths: [FILE]}`. The draws are the C++ ones in the same order, and the values are
+the built-in task's (checked bitwise against that code compiled with libtorch, for recipes/mlp.yaml's data).
 
 Prints the parameter names and shapes, one per line ("0.weight [64, 16]").
 Run with Debian's python3-torch:
   /usr/bin/python3 tests/python/mlp_torchscript.py --inputs 16 --hidden 64 --layers 2 --outputs 1 --out mlp.pt
 """
 import argparse
+import math
 import os
 import sys
 from typing import Dict
@@ -54,6 +62,16 @@ def build(inputs, hidden, layers, outputs, seed):
     return MlpLoss(*modules)
 
 
+def regression_data(inputs, outputs, samples, noise, seed, teacher_hidden):
+    """RegressionData's tensors (lib/dedloc/train/models/mlp_task.cpp), drawn in its order."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(samples, inputs, generator=generator)
+    w1 = torch.randn(inputs, teacher_hidden, generator=generator) / math.sqrt(inputs)
+    w2 = torch.randn(teacher_hidden, outputs, generator=generator) / math.sqrt(teacher_hidden)
+    y = torch.tanh(x.mm(w1)).mm(w2) + noise * torch.randn(samples, outputs, generator=generator)
+    return {"inputs": x, "targets": y}
+
+
 def main():
     parser = argparse.ArgumentParser(description="Writes the built-in MLP task as TorchScript (see the file's head).")
     parser.add_argument("--inputs", type=int, required=True)
@@ -63,6 +81,11 @@ def main():
     parser.add_argument("--seed", type=int, default=1, help="the recipe's seed (default %(default)s)")
     parser.add_argument("--out", required=True, help="the TorchScript file to write")
     parser.add_argument("--weights", help="also write the initial parameters here, as safetensors")
+    parser.add_argument("--data", help="also write the regression data here, as a tensors shard")
+    parser.add_argument("--samples", type=int, default=8192, help="data.samples (default %(default)s)")
+    parser.add_argument("--noise", type=float, default=0.01, help="data.noise (default %(default)s)")
+    parser.add_argument("--data-seed", type=int, default=7, help="data.seed (default %(default)s)")
+    parser.add_argument("--teacher-hidden", type=int, default=32, help="data.teacher_hidden (default %(default)s)")
     args = parser.parse_args()
     if min(args.inputs, args.hidden, args.outputs) < 1 or args.layers < 0:
         parser.error("inputs, hidden, outputs must be >= 1 and layers >= 0")
@@ -71,6 +94,9 @@ def main():
     torch.jit.save(torch.jit.script(model), args.out)
     if args.weights:
         safetensors_file.write(args.weights, {name: p.detach() for name, p in model.named_parameters()})
+    if args.data:
+        safetensors_file.write(args.data, regression_data(args.inputs, args.outputs, args.samples, args.noise,
+                                                          args.data_seed, args.teacher_hidden))
     for name, p in model.named_parameters():
         print(f"{name} {list(p.shape)}")
 
