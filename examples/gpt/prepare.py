@@ -127,6 +127,11 @@ def main():
         model = gpt.build(config, args.seed)
     except ValueError as e:
         parser.error(str(e))
+    # The text first: a missing or binary file stops the run before anything is written.
+    text, files = read_text(args.text)
+    samples = cut_samples(text, args.context)
+    if args.max_samples:
+        samples = samples[:args.max_samples]
     os.makedirs(args.out, exist_ok=True)
     model_path = os.path.join(args.out, "gpt.pt")
     # The shape rides along as an extra file, so that Python tools can rebuild the eager model
@@ -134,10 +139,6 @@ def main():
     torch.jit.save(torch.jit.script(model), model_path,
                    _extra_files={gpt.CONFIG_FILE: json.dumps(dataclasses.asdict(config))})
 
-    text, files = read_text(args.text)
-    samples = cut_samples(text, args.context)
-    if args.max_samples:
-        samples = samples[:args.max_samples]
     metadata = {"context": str(args.context), "source": json.dumps([os.path.abspath(p) for p in args.text])}
     shards = write_shards(samples, os.path.join(args.out, "shards"), args.samples_per_shard, metadata)
     recipe_path = os.path.join(args.out, "recipe.yaml")
