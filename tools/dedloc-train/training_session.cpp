@@ -137,10 +137,11 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
   if (!identity) return cli::report_failure(kTool, identity.status());
   // The synthetic task's only torch work is a sum and an add per micro-batch: one thread, so that dozens of
   // such peers on one machine do not each keep a pool of threads.
-  if (o.threads > 0) {
-    torch::set_num_threads(o.threads);
-  } else if (recipe->model_kind == train::kSyntheticTaskKind) {
-    torch::set_num_threads(1);
+  // --threads caps the BLAS library's own pool too, which torch's setting does not reach (core/blas.hpp).
+  const int threads = o.threads > 0 ? o.threads : recipe->model_kind == train::kSyntheticTaskKind ? 1 : 0;
+  if (threads > 0) {
+    torch::set_num_threads(threads);
+    set_blas_threads(threads);
   }
   keep_freed_memory();  // libtorch's activations and gradients reuse warm pages (core/memory.hpp)
   cli::install_shutdown_handlers();

@@ -1,5 +1,6 @@
 #include "dedloc/core/blas.hpp"
 
+#include <dlfcn.h>
 #include <link.h>
 
 #include <climits>
@@ -45,6 +46,14 @@ bool is_reference_blas(const std::string& resolved_path) {
   // Debian installs netlib's BLAS as /usr/lib/<triplet>/blas/libblas.so.3.x; optimized ones live in
   // openblas-pthread/, openblas-openmp/, blis-*/ or atlas/.
   return resolved_path.find("/blas/libblas.so") != std::string::npos;
+}
+
+bool set_blas_threads(int threads) {
+  using SetThreads = void (*)(int);
+  auto set = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (set == nullptr) return false;
+  set(threads);
+  return true;
 }
 
 bool warn_if_reference_blas(Logger& log) {
