@@ -4,7 +4,7 @@ trains, and one for each way a user's module can be wrong, plus tensor shards th
 
     /usr/bin/python3 tests/python/torchscript_modules.py OUT_DIR
 
-writes OUT_DIR/{regression.pt, wider.pt, wrong_signature.pt, not_scalar.pt, detached.pt, missing_key.pt,
+writes OUT_DIR/{regression.pt, wider.pt, normalized.pt, wrong_signature.pt, not_scalar.pt, detached.pt, missing_key.pt,
 no_parameters.pt} and OUT_DIR/shards/regression.safetensors (inputs F32 [512, 8], targets F32 [512, 1]).
 """
 import json
@@ -23,6 +23,18 @@ class Regression(torch.nn.Module):
 
     def forward(self, batch: Dict[str, torch.Tensor]) -> torch.Tensor:
         return torch.nn.functional.mse_loss(self.net(batch["inputs"]), batch["targets"])
+
+
+class Normalized(torch.nn.Module):
+    """BatchNorm: running statistics are buffers, which travel with the state but are not averaged."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.BatchNorm1d(8)
+        self.out = torch.nn.Linear(8, 1)
+
+    def forward(self, batch: Dict[str, torch.Tensor]) -> torch.Tensor:
+        return torch.nn.functional.mse_loss(self.out(self.norm(batch["inputs"])), batch["targets"])
 
 
 class WrongSignature(Regression):
@@ -70,7 +82,7 @@ def main() -> None:
     out = sys.argv[1]
     os.makedirs(os.path.join(out, "shards"), exist_ok=True)
     torch.manual_seed(5)
-    modules = {"regression": Regression(), "wider": Regression(hidden=24), "wrong_signature": WrongSignature(),
+    modules = {"regression": Regression(), "wider": Regression(hidden=24), "normalized": Normalized(), "wrong_signature": WrongSignature(),
                "not_scalar": NotScalar(), "detached": Detached(), "missing_key": MissingKey(),
                "no_parameters": NoParameters()}
     for name, module in modules.items():

@@ -125,6 +125,23 @@ TEST_CASE("TorchScript task: a PyTorch module trains on tensor shards, its loss 
   CHECK(i == params.size());
 }
 
+TEST_CASE("TorchScript task: a module's buffers are its state beside the parameters", "[torch][torchscript]") {
+  auto task = build(write_recipe("normalized"));
+  REQUIRE(task.is_ok());
+  std::vector<std::string> parameters, buffers;
+  for (const auto& [name, t] : (*task)->named_parameters()) parameters.push_back(name);
+  for (const auto& [name, t] : (*task)->named_buffers()) buffers.push_back(name);
+  CHECK(parameters == std::vector<std::string>{"norm.weight", "norm.bias", "out.weight", "out.bias"});
+  CHECK(buffers == std::vector<std::string>{"norm.running_mean", "norm.running_var", "norm.num_batches_tracked"});
+  // Training mode: a forward pass moves the running statistics (they are the module's live tensors).
+  auto mean = (*task)->named_buffers()[0].second;
+  const auto before = mean.clone();
+  auto batch = (*task)->next_batch();
+  REQUIRE(batch.is_ok());
+  (*task)->loss(*batch);
+  CHECK_FALSE(torch::equal(before, mean));
+}
+
 TEST_CASE("TorchScript task: each wrong module or data set is one error line naming the file", "[torch][torchscript]") {
   CHECK_THAT(build_error("wrong_signature"), Catch::Contains("forward must be forward(self, batch: Dict[str, Tensor]) -> Tensor"));
   CHECK_THAT(build_error("not_scalar"), Catch::Contains("shape [32, 1], not the batch's mean loss (a floating-point scalar)"));
@@ -150,6 +167,22 @@ TEST_CASE("TorchScript task: each wrong module or data set is one error line nam
   auto loaded = Recipe::load(recipe);
   REQUIRE_FALSE(loaded.is_ok());
   CHECK_THAT(loaded.status().message(), Catch::Contains(recipe + ": data: kind: a torchscript model trains on 'tensors' data"));
+}
+
+TEST_CASE("TorchScript task: a peer joining a run in progress downloads the swarm's parameters", "[proc][torchscript]") {
+  auto first = test::TrainerProcess::start("first", {.recipe = write_recipe("regression"), .data_seed = 1});
+  REQUIRE(first.has_value());
+  REQUIRE(test::pump_until({&*first}, 60s, [&] { return first->epoch() >= 5; }));
+  auto joiner = test::TrainerProcess::start(
+      "joiner", {.recipe = write_recipe("regression"), .initial_peer = first->address(), .data_seed = 2,
+                 .extra = {"--params-hash"}});
+  REQUIRE(joiner.has_value());
+  REQUIRE(test::pump_until({&*first, &*joiner}, 60s, [&] { return joiner->find("loaded_state").has_value(); }));
+  auto loaded = joiner->find("loaded_state");
+  INFO(loaded->dump());
+  CHECK(loaded->at("epoch").get<std::uint64_t>() >= 5);
+  // Then it trains with the run: a step averaged with the first peer.
+  CHECK(test::pump_until({&*first, &*joiner}, 60s, [&] { return joiner->averaged_rounds() > 0; }));
 }
 
 TEST_CASE("TorchScript task: a peer whose module has other parameters is refused by the run", "[proc][torchscript]") {
