@@ -216,9 +216,9 @@ TEST_CASE("A TorchScript MLP exported from PyTorch computes the built-in MLP's s
   std::vector<std::uint64_t> all(static_cast<size_t>(data.size()));
   std::iota(all.begin(), all.end(), std::uint64_t{0});
   const Batch everything = data.batch(all, torch::kCPU);
-  auto column = [](const std::string& name, const torch::Tensor& t) {
+  auto column = [](const std::string& tensor_name, const torch::Tensor& t) {
     std::vector<std::uint64_t> shape(t.sizes().begin(), t.sizes().end());
-    return safetensors::TensorBytes{name, safetensors::DType::kF32, shape,
+    return safetensors::TensorBytes{tensor_name, safetensors::DType::kF32, shape,
                                     ByteSpan(static_cast<const std::uint8_t*>(t.data_ptr()), t.nbytes())};
   };
   auto shard = safetensors::encode({column("inputs", everything.tensors[0].contiguous()), column("targets", everything.tensors[1].contiguous())});
@@ -253,5 +253,35 @@ TEST_CASE("A TorchScript MLP exported from PyTorch computes the built-in MLP's s
   }
   REQUIRE(i == params.size());
   check_peers_end_at(run, replay(*recipe, **task, data, run));
+  std::filesystem::remove_all(root);
+}
+
+TEST_CASE("DiLoCo with one inner SGD step per outer step, outer lr 1 and no momentum takes the synchronous steps",
+          "[proc][train][diloco]") {
+  char name[] = "/tmp/dedloc-equivalence-XXXXXX";
+  const std::string root = ::mkdtemp(name);
+  // Plain SGD inside (momentum would be each peer's own), one inner step per outer step (inner_batch_size
+  // above any peer's share), and an outer step that applies the averaged pseudo-gradient as it is.
+  const std::string sgd = "optimizer: {kind: sgd, momentum: 0}";
+  const std::string synchronous = test::write_recipe_variant("tests/data/mlp-equivalence.yaml", root, "synchronous.yaml",
+                                                             {{"optimizer: {kind: sgd, momentum: 0.9}", sgd}});
+  const std::string diloco = test::write_recipe_variant(
+      "tests/data/mlp-equivalence.yaml", root, "diloco.yaml",
+      {{"optimizer: {kind: sgd, momentum: 0.9}",
+        sgd + "\ncollaboration: {mode: diloco, inner_batch_size: 100000, outer_lr: 1, outer_momentum: 0}"}});
+  auto run = run_two_peers(diloco, root);
+  // The peers ran DiLoCo: their state holds the outer momentum beside θ_outer.
+  auto state = collab::load_checkpoint(run.dir_a + "/checkpoint.safetensors");
+  REQUIRE(state.is_ok());
+  CHECK(state->state.find("outer_momentum/0.weight").has_value());
+
+  auto recipe = Recipe::load(synchronous);
+  REQUIRE(recipe.is_ok());
+  TaskContext context;
+  context.init_seed = recipe->seed;
+  context.micro_batch_size = kMicroBatchA;
+  auto task = recipe->build_task(context);
+  REQUIRE(task.is_ok());
+  check_peers_end_at(run, replay(*recipe, **task, RegressionData(kEquivalenceData), run));
   std::filesystem::remove_all(root);
 }

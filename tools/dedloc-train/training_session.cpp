@@ -197,7 +197,8 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
     if (cli::shutdown_requested()) return interrupted(log, "catching up with the swarm");
     return cli::report_failure(kTool, started);
   }
-  cli::ReadyLine ready{"train", node.id(), {}, {{"run_id", run_id}, {"model", t.describe()}}};
+  const std::string mode(to_string(recipe->collaboration.mode));
+  cli::ReadyLine ready{"train", node.id(), {}, {{"run_id", run_id}, {"model", t.describe()}, {"mode", mode}}};
   if (!o.client_mode) ready.endpoints.push_back(node.address().to_string());
   ready.print();
   log.info("train") << "training " << t.describe() << " in run '" << run_id << "' from epoch " << trainer->epoch()

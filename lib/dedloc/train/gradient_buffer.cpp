@@ -40,13 +40,13 @@ void copy_from_floats(std::span<const float> in, const torch::Tensor& tensor) {
   tensor.copy_(torch::from_blob(const_cast<float*>(in.data()), tensor.sizes(), torch::kFloat32));
 }
 
-GradientBuffer::GradientBuffer(const NamedTensors& parameters) {
+GradientBuffer::GradientBuffer(const NamedTensors& parameters, std::string_view schema_prefix) {
   std::vector<avg::TensorSpec> specs;
   std::uint64_t length = 0;
   for (const auto& [name, tensor] : parameters) {
     parameters_.push_back(tensor);
     accumulators_.push_back(torch::zeros_like(tensor));
-    specs.push_back({name, shape_of(tensor)});
+    specs.push_back({std::string(schema_prefix) + name, shape_of(tensor)});
     length += static_cast<std::uint64_t>(tensor.numel());
   }
   schema_ = {avg::schema_hash(specs), length};
@@ -63,7 +63,9 @@ void GradientBuffer::add_micro_batch(const Batch& batch, double max_grad_norm, b
     grad.zero_();
   }
   ++micro_steps_;
+  ++accumulated_micro_steps_;
   samples_ += static_cast<std::uint64_t>(batch.size());
+  accumulated_samples_ += static_cast<std::uint64_t>(batch.size());
   if (keep_ids) sample_ids_.insert(sample_ids_.end(), batch.sample_ids.begin(), batch.sample_ids.end());
 }
 
@@ -74,7 +76,7 @@ void GradientBuffer::drop_micro_batch() {
 }
 
 void GradientBuffer::take_mean() {
-  for (auto& a : accumulators_) a.div_(static_cast<double>(std::max<std::uint64_t>(1, micro_steps_)));
+  for (auto& a : accumulators_) a.div_(static_cast<double>(std::max<std::uint64_t>(1, accumulated_micro_steps_)));
   flatten_into(accumulators_, vector_);
 }
 
@@ -100,7 +102,13 @@ void GradientBuffer::clear() {
   for (auto& a : accumulators_) a.zero_();
   drop_micro_batch();
   micro_steps_ = samples_ = 0;
+  accumulated_micro_steps_ = accumulated_samples_ = 0;
   sample_ids_.clear();
+}
+
+void GradientBuffer::restart_accumulation() {
+  for (auto& a : accumulators_) a.zero_();
+  accumulated_micro_steps_ = accumulated_samples_ = 0;
 }
 
 void GradientBuffer::read_parameters() {

@@ -17,7 +17,9 @@ namespace dedloc::train {
 
 class GradientBuffer {
  public:
-  explicit GradientBuffer(const NamedTensors& parameters);
+  // `schema_prefix` goes before every name in the schema hash: vectors of another meaning (DiLoCo's
+  // pseudo-gradients) get a schema of their own, so peers never average them with gradients.
+  explicit GradientBuffer(const NamedTensors& parameters, std::string_view schema_prefix = "");
 
   const avg::VectorSchema& schema() const { return schema_; }
   std::span<float> values() { return vector_; }
@@ -29,10 +31,13 @@ class GradientBuffer {
   // Zeroes the parameters' gradients without adding them (a micro-batch dropped for its loss).
   void drop_micro_batch();
   std::uint64_t micro_steps() const { return micro_steps_; }
+  // What the accumulators hold: micro-steps and samples since clear() or the last restart_accumulation().
+  std::uint64_t accumulated_micro_steps() const { return accumulated_micro_steps_; }
+  std::uint64_t accumulated_samples() const { return accumulated_samples_; }
   std::uint64_t samples() const { return samples_; }
   const std::vector<std::uint64_t>& sample_ids() const { return sample_ids_; }
 
-  // Divides the accumulators by the micro-steps (each micro-step's loss is a mean over its batch already)
+  // Divides the accumulators by their micro-steps (each micro-step's loss is a mean over its batch already)
   // and writes the mean into the vector.
   void take_mean();
   // The accumulated mean into the vector again (a failed round may have left it half-averaged).
@@ -42,6 +47,9 @@ class GradientBuffer {
   void write_gradients();
   // Starts the next step: accumulators, the parameters' gradients, the counts.
   void clear();
+  // Empties the accumulators but keeps the step's counts and sample ids: a DiLoCo inner step has used them
+  // and the outer step goes on (train/collaboration_mode.hpp).
+  void restart_accumulation();
 
   // Parameter averaging: the parameters into the vector, and the vector back into them.
   void read_parameters();
@@ -52,6 +60,7 @@ class GradientBuffer {
   avg::VectorSchema schema_;
   std::vector<float> vector_;
   std::uint64_t micro_steps_ = 0, samples_ = 0;
+  std::uint64_t accumulated_micro_steps_ = 0, accumulated_samples_ = 0;
   std::vector<std::uint64_t> sample_ids_;
 };
 

@@ -9,7 +9,7 @@ namespace dedloc::train {
 
 namespace {
 
-const std::set<std::string> kTopLevelKeys = {"run_id", "seed", "model", "data", "training", "optimizer", "schedule", "averaging"};
+const std::set<std::string> kTopLevelKeys = {"run_id", "seed", "model", "data", "training", "collaboration", "optimizer", "schedule", "averaging"};
 
 Status invalid(const ConfigReader& where, const std::string& what) {
   return error(Code::kInvalidArgument, where.where() + ": " + what);
@@ -27,7 +27,7 @@ Result<Recipe> Recipe::load(const std::string& path) {
   for (const auto& key : r.keys()) {
     if (!kTopLevelKeys.count(key)) {
       return error(Code::kInvalidArgument, path + ": unknown key '" + key + "' (known: run_id, seed, model, data, "
-                                           "training, optimizer, schedule, averaging)");
+                                           "training, collaboration, optimizer, schedule, averaging)");
     }
   }
   r.read("run_id", recipe.run_id);
@@ -46,6 +46,9 @@ Result<Recipe> Recipe::load(const std::string& path) {
   training.read("max_grad_norm", recipe.training.max_grad_norm);
   training.read("checkpoint_every", recipe.training.checkpoint_every);
   training.read("average_parameters_every", recipe.training.average_parameters_every);
+  auto collaboration = read_collaboration_options(r.section("collaboration"));
+  if (!collaboration) return collaboration.status();
+  recipe.collaboration = *collaboration;
   ConfigReader optimizer = r.section("optimizer");
   read_optimizer_options(optimizer, recipe.optimizer);
   ConfigReader schedule = r.section("schedule");

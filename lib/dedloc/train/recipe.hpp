@@ -5,6 +5,7 @@
 //   model: {kind: mlp, ...}     # read by the model's task (models/*_task.hpp)
 //   data:  {kind: regression, ...}
 //   training: {target_batch_size: 1024, micro_batch_size: 32, max_grad_norm: 1.0, checkpoint_every: 50}
+//   collaboration: {mode: diloco, inner_batch_size: 512, outer_lr: 0.7, outer_momentum: 0.9}  (default synchronous)
 //   optimizer: {kind: lamb, weight_decay: 0.01, ...}
 //   schedule: {kind: linear, lr: 0.00176, warmup_epochs: 50, total_epochs: 1000}
 //   averaging: {target_group_size: 16, matchmaking_time: 5, averaging_timeout: 60, codec: fp16, ...}
@@ -22,6 +23,7 @@
 #include "dedloc/avg/codec.hpp"
 #include "dedloc/avg/defaults.hpp"
 #include "dedloc/core/config.hpp"
+#include "dedloc/train/collaboration_mode.hpp"
 #include "dedloc/train/optimizer.hpp"
 #include "dedloc/train/schedule.hpp"
 #include "dedloc/train/task.hpp"
@@ -69,6 +71,7 @@ class Recipe {
   std::uint64_t seed = 0;
   std::string model_kind;
   TrainingOptions training;
+  CollaborationOptions collaboration;
   OptimizerOptions optimizer;
   ScheduleOptions schedule;
   AveragingRecipe averaging;

@@ -11,6 +11,7 @@
 #include "dedloc/core/bytes.hpp"
 #include "dedloc/crypto/hash.hpp"
 #include "dedloc/train/gradient_buffer.hpp"
+#include "dedloc/train/outer_optimizer.hpp"
 #include "dedloc/train/swarm_presence.hpp"
 #include "dedloc/train/torch_errors.hpp"
 
@@ -98,10 +99,14 @@ struct StateTensors {
 // Everything with torch types or network objects, kept out of the header.
 struct Trainer::Parts {
   Parts(zmq::context_t& context, dht::Node& node, const crypto::Identity& identity, const NamedTensors& parameters,
-        SwarmPresenceOptions presence)
-      : gradients(parameters), swarm(context, node, identity, std::move(presence)) {}
+        SwarmPresenceOptions presence, const CollaborationOptions& collaboration)
+      : gradients(parameters, collaboration.mode == CollaborationMode::kDiloco ? "pseudo-gradient/" : ""),
+        swarm(context, node, identity, std::move(presence)) {
+    if (collaboration.mode == CollaborationMode::kDiloco) outer = std::make_unique<OuterOptimizer>(parameters, collaboration);
+  }
 
   GradientBuffer gradients;
+  std::unique_ptr<OuterOptimizer> outer;     // DiLoCo only: θ_outer and the outer momentum
   StateTensors state;
   SwarmPresence swarm;
   LossTally loss;
@@ -135,11 +140,13 @@ Trainer::Trainer(zmq::context_t& context, dht::Node& node, const crypto::Identit
                  Optimizer& optimizer, TrainerOptions options)
     : node_(node), task_(task), optimizer_(optimizer), options_(std::move(options)) {
   auto parameters = task_.named_parameters();
-  parts_ = std::make_unique<Parts>(context, node, identity, parameters, presence_options(options_));
+  parts_ = std::make_unique<Parts>(context, node, identity, parameters, presence_options(options_), options_.collaboration);
   auto& p = *parts_;
-  p.state.add("param/", parameters);
+  // DiLoCo: the state is the swarm's θ_outer and its momentum; this peer's inner steps are its own.
+  p.state.add("param/", p.outer ? p.outer->outer_parameters() : parameters);
   p.state.add("buffer/", task_.named_buffers());
   p.state.add("optim/", optimizer_.state());
+  if (p.outer) p.state.add("outer_momentum/", p.outer->momentum());
   p.task_entries = task_.state_entries();
   if (!options_.samples_log.empty()) p.samples_log.open(options_.samples_log, std::ios::app);
 }
@@ -193,6 +200,7 @@ Status Trainer::load_state(const avg::TrainingState& state) {
   }
   DEDLOC_RETURN_IF_ERROR(guard_torch("loading a training state", [&] {
     for (size_t i = 0; i < p.state.tensors.size(); ++i) copy_from_floats(state.tensor(i), p.state.tensors[i]);
+    if (p.outer) p.outer->restart_local();  // the inner steps start from the loaded θ_outer
   }));
   epoch_ = state.epoch();
   p.gradients.clear();  // computed on the parameters we had
@@ -299,7 +307,7 @@ void Trainer::average_gradients(collab::StepFacts& facts) {
   if (outcome && outcome->group_size == 0 && p.swarm.others() > 0 && !stopping()) outcome = average();
   p.ema.resume(now_seconds());
   if (!outcome) {
-    p.gradients.restore_mean();  // a failed round may have left the buffer half-averaged
+    write_update(/*again=*/true);  // a failed round may have left the buffer half-averaged
     facts.averaging = collab::StepAveraging::kFailed;
     facts.why_not_averaged = outcome.status().to_string();
   } else if (outcome->group_size == 0) {
@@ -316,10 +324,33 @@ void Trainer::average_gradients(collab::StepFacts& facts) {
   facts.result_finite = p.gradients.finite();
 }
 
-void Trainer::apply_gradients(collab::StepOutcome outcome) {
+void Trainer::write_update(bool again) {
   auto& p = *parts_;
+  if (p.outer) {
+    p.outer->pseudo_gradient_into(p.gradients.values());
+  } else if (again) {
+    p.gradients.restore_mean();
+  } else {
+    p.gradients.take_mean();
+  }
+}
+
+void Trainer::inner_step() {
+  auto& p = *parts_;
+  p.gradients.take_mean();
   p.gradients.write_gradients();
   optimizer_.step(learning_rate(options_.schedule, epoch_));
+  p.gradients.restart_accumulation();
+}
+
+void Trainer::apply_gradients(collab::StepOutcome outcome) {
+  auto& p = *parts_;
+  if (p.outer) {
+    p.outer->apply(p.gradients.values());
+  } else {
+    p.gradients.write_gradients();
+    optimizer_.step(learning_rate(options_.schedule, epoch_));
+  }
   if (p.samples_log.is_open()) {
     p.samples_log << epoch_ << (outcome == collab::StepOutcome::kAveraged ? " averaged" : " alone");
     for (auto id : p.gradients.sample_ids()) p.samples_log << ' ' << id;
@@ -331,7 +362,10 @@ void Trainer::apply_gradients(collab::StepOutcome outcome) {
 
 void Trainer::step(TrainerReport& report) {
   auto& p = *parts_;
-  p.gradients.take_mean();
+  // DiLoCo: what is left of this peer's samples since its last inner step makes one more, then the
+  // outer step averages where the inner steps led.
+  if (p.outer && p.gradients.accumulated_micro_steps() > 0) inner_step();
+  write_update(/*again=*/false);
   collab::StepFacts facts;
   facts.local_gradients_finite = p.gradients.finite();
   facts.other_trainers = p.swarm.others();
@@ -353,7 +387,11 @@ void Trainer::step(TrainerReport& report) {
     case collab::StepOutcome::kSkippedLocal:
     case collab::StepOutcome::kSkippedAverage: ++report.steps_skipped; break;
   }
-  if (apply) apply_gradients(outcome);
+  if (apply) {
+    apply_gradients(outcome);
+  } else if (p.outer) {
+    p.outer->restart_local();  // the inner steps of a skipped outer step are discarded
+  }
   p.loss.end_epoch();
   Logger::Line(options_.log, LogLevel::kInfo, kLog) << "epoch " << epoch_ << ": " << p.gradients.samples()
                                                     << " samples here, " << collab::describe_step(facts, outcome)
@@ -413,6 +451,7 @@ void Trainer::average_parameters() {
     line << "parameters not averaged: the average is not finite";
   } else {
     p.gradients.write_parameters();
+    if (p.outer) p.outer->adopt_local();  // DiLoCo: right after an outer step, θ_local is θ_outer
     line << "parameters averaged in a group of " << outcome->group_size;
   }
 }
@@ -573,6 +612,7 @@ Result<bool> Trainer::compute_micro_batch() {
   }
   loss.backward();
   accumulate(*batch, loss_value);
+  if (p.outer && p.gradients.accumulated_samples() >= options_.collaboration.inner_batch_size) inner_step();
   double compute_end = now_seconds();
   p.compute_seconds += compute_end - compute_begin;
   p.ema.update(static_cast<std::uint64_t>(batch->size()), compute_end);

@@ -36,6 +36,7 @@
 #include "dedloc/collab/progress_tracker.hpp"
 #include "dedloc/collab/step_outcome.hpp"
 #include "dedloc/core/wait_breaker.hpp"
+#include "dedloc/train/collaboration_mode.hpp"
 #include "dedloc/train/recipe.hpp"
 #include "dedloc/train/task.hpp"
 
@@ -71,6 +72,7 @@ const char* to_string(TrainerEvent::Kind kind);  // "averaged", "alone", "local"
 struct TrainerOptions {
   std::string run_id;
   TrainingOptions training;
+  CollaborationOptions collaboration;  // synchronous, or DiLoCo's inner and outer steps
   ScheduleOptions schedule;
   avg::AveragerOptions averaging;     // role kClient for a peer behind NAT
   // Matchmaking ahead of time: once the swarm's ETA is within averaging.matchmaking_time, look for the
@@ -149,6 +151,11 @@ class Trainer {
   void step(TrainerReport& report);
   void average_gradients(collab::StepFacts& facts);
   void apply_gradients(collab::StepOutcome outcome);
+  // DiLoCo: the accumulated mean gradient steps the local parameters with the recipe's optimizer.
+  void inner_step();
+  // What this peer contributes to a round, into the gradient buffer's vector: the mean gradient, or
+  // (DiLoCo) the pseudo-gradient θ_outer − θ_local. Again after a failed round left it half-averaged.
+  void write_update(bool again);
   void match_ahead(const collab::CollaborationState& state);
   void average_parameters();
   // One download attempt, unless the backoff after a failed one has not yet passed (then ok, nothing done).

@@ -11,6 +11,7 @@ Result<TrainerOptions> trainer_options(const Recipe& recipe, const TrainerOverri
     return error(Code::kInvalidArgument, recipe.path + ": no run_id; give one there or with --run-id");
   }
   options.training = recipe.training;
+  options.collaboration = recipe.collaboration;
   if (o.micro_batch_size > 0) options.training.micro_batch_size = o.micro_batch_size;
   options.schedule = recipe.schedule;
   const auto& r = recipe.averaging;

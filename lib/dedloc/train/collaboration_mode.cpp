@@ -1,0 +1,37 @@
+#include "dedloc/train/collaboration_mode.hpp"
+
+namespace dedloc::train {
+
+std::string_view to_string(CollaborationMode mode) {
+  return mode == CollaborationMode::kDiloco ? "diloco" : "synchronous";
+}
+
+Result<CollaborationOptions> read_collaboration_options(ConfigReader section) {
+  CollaborationOptions options;
+  std::string mode = "synchronous";
+  section.read("mode", mode);
+  auto bad = [&](const std::string& what) { return error(Code::kInvalidArgument, section.where() + ": " + what); };
+  if (mode == "synchronous") {
+    options.mode = CollaborationMode::kSynchronous;
+  } else if (mode == "diloco") {
+    options.mode = CollaborationMode::kDiloco;
+  } else {
+    return bad("mode: '" + mode + "' is not a mode (synchronous or diloco)");
+  }
+  // The outer keys mean nothing to a synchronous run: given there, they are a mistake worth naming.
+  for (std::string_view key : {"inner_batch_size", "outer_lr", "outer_momentum", "outer_nesterov"}) {
+    if (section.has(key) && options.mode != CollaborationMode::kDiloco) {
+      return bad(std::string(key) + ": only for mode diloco");
+    }
+  }
+  section.read("inner_batch_size", options.inner_batch_size);
+  section.read("outer_lr", options.outer_lr);
+  section.read("outer_momentum", options.outer_momentum);
+  section.read("outer_nesterov", options.outer_nesterov);
+  if (options.inner_batch_size < 1) return bad("inner_batch_size must be >= 1");
+  if (!(options.outer_lr > 0)) return bad("outer_lr must be > 0");
+  if (!(options.outer_momentum >= 0 && options.outer_momentum < 1)) return bad("outer_momentum must be in [0, 1)");
+  return options;
+}
+
+}  // namespace dedloc::train

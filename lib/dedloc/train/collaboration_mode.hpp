@@ -1,0 +1,45 @@
+// How a run's peers combine their work: the recipe's `collaboration:` section (docs/recipes.md).
+//
+//   synchronous (default)  DeDLOC's exact large-batch SGD: peers accumulate gradients until the swarm has
+//                          gathered training.target_batch_size samples, average them, and every peer applies
+//                          the same optimizer step.
+//   diloco                 DiLoCo (Douillard et al. 2023): each peer steps its own copy of the model with the
+//                          recipe's optimizer every `inner_batch_size` of its own samples (inner steps, local
+//                          optimizer state). When the swarm has processed target_batch_size samples (the outer
+//                          batch, counted in the progress records exactly as the global batch is), peers
+//                          average the pseudo-gradient Δ = θ_outer − θ_local, weighted by samples, through the
+//                          same all-reduce and codecs, and apply an outer SGD step with Nesterov momentum to
+//                          θ_outer; every peer then restarts its inner steps from the new θ_outer. Traffic per
+//                          sample falls by the outer batch over a synchronous run's global batch.
+//
+// With one inner SGD step per outer step (inner_batch_size at least a peer's share of the outer batch),
+// outer_lr 1 and outer_momentum 0, diloco computes exactly the synchronous run's steps.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "dedloc/core/config.hpp"
+#include "dedloc/core/status.hpp"
+
+namespace dedloc::train {
+
+enum class CollaborationMode { kSynchronous, kDiloco };
+
+std::string_view to_string(CollaborationMode mode);  // "synchronous", "diloco"
+
+struct CollaborationOptions {
+  CollaborationMode mode = CollaborationMode::kSynchronous;
+  // diloco: samples of this peer per inner step; the outer step applies what is left over first.
+  std::uint64_t inner_batch_size = 512;
+  // diloco: the outer optimizer, SGD with Nesterov momentum (the DiLoCo paper's defaults).
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+  bool outer_nesterov = true;
+};
+
+// Reads the "collaboration:" section (absent: synchronous); errors name the key and the file.
+Result<CollaborationOptions> read_collaboration_options(ConfigReader section);
+
+}  // namespace dedloc::train
