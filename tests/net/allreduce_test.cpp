@@ -143,6 +143,10 @@ TEST_CASE("All-reduce: exact weighted means for 2 to 8 nodes, odd sizes, uneven 
       CHECK(results[i]->banned_senders.empty());
       CHECK(results[i]->failed_reducers.empty());
       CHECK(relative_error(vectors[i], expected) <= 1e-6);
+      // The bytes it sent: every element outside its own share once (its parts), and its share's deltas
+      // to each of the n - 1 other senders; 4 bytes each without a codec.
+      const std::uint64_t share = setup.counts[i], length = group.length();
+      CHECK(results[i]->bytes_sent == 4 * ((length - share) + (n - 1) * share));
     }
   }
 }

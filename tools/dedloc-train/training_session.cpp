@@ -60,6 +60,8 @@ void print_event(const train::TrainerEvent& e) {
   if (e.kind != train::TrainerEvent::Kind::kLoadedState) {
     line["loss"] = e.loss;
     line["samples"] = e.samples;
+    line["bytes_sent"] = e.bytes_sent;
+    line["samples_computed"] = e.samples_computed;
   }
   if (e.kind == train::TrainerEvent::Kind::kAveraged) {
     line["group_size"] = e.group_size;
@@ -215,7 +217,12 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
                             {"steps_skipped", report->steps_skipped},
                             {"states_loaded", report->states_loaded},
                             {"seconds", report->seconds},
-                            {"compute_seconds", report->compute_seconds}};
+                            {"compute_seconds", report->compute_seconds},
+                            {"bytes_sent", report->bytes_sent},
+                            {"samples_computed", report->samples_computed},
+                            {"bytes_per_sample", report->samples_computed
+                                                     ? static_cast<double>(report->bytes_sent) / static_cast<double>(report->samples_computed)
+                                                     : 0.0}};
   if (common.json) std::cout << summary.dump() << std::endl;
   log.info("train") << "leaving at epoch " << report->epoch << ": " << summary.dump();
   return cli::shutdown_requested() ? cli::kExitInterrupted : cli::kExitOk;

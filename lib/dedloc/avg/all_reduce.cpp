@@ -151,6 +151,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
   };
   std::deque<Retry> retries;
   std::uint64_t averaged_elements = 0;
+  std::uint64_t bytes_sent = 0;  // the parts' payloads
   Logger* log = nullptr;
   std::optional<InFlightWindow> window;  // set before the first send
   std::uint64_t part_bytes = 0;           // a whole part on the wire, for the window's arithmetic
@@ -199,6 +200,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
       frame = pool->take(encoded_bytes(options.codec, values.size()));
       encode(options.codec, values, {static_cast<std::uint8_t*>(frame.data()), frame.size()});
     }
+    bytes_sent += frame.size();
     std::vector<zmq::message_t> frames;
     frames.push_back(std::move(frame));
     ++r.in_flight;
@@ -462,6 +464,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
       }
     }
     std::uint64_t averaged = sender->averaged_elements + (self.sends() ? my_elements : 0);
+    result.bytes_sent = sender->bytes_sent;
     result.averaged_fraction = group.length() == 0 || !self.sends() ? 1.0
                                                                     : static_cast<double>(averaged) / static_cast<double>(group.length());
   }
@@ -471,6 +474,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
   DEDLOC_CHECK(sender->loans->wait_all_back(std::chrono::steady_clock::now() + kLoanReturnLimit),
                "ZeroMQ kept parts of the vector for a minute after their connections were closed");
   for (size_t m : reducer->banned()) result.banned_senders.push_back(group.member(m).id);
+  result.bytes_sent += reducer->bytes_sent();
   {
     std::lock_guard lock(sender->mutex);
     if (!sender->reducers.empty()) learned_window_ = sender->window->per_reducer(sender->reducers.size(), sender->part_bytes);

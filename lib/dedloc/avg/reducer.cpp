@@ -234,6 +234,7 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
       }
       encode(pending.codec, delta, {static_cast<std::uint8_t*>(pending.payload.data()), pending.payload.size()});
     }
+    bytes_sent_ += pending.payload.size();
     std::vector<zmq::message_t> frames;
     frames.push_back(std::move(pending.payload));
     pending.replier.reply(
@@ -280,6 +281,11 @@ void ReducerRound::ban(size_t slot, TimePoint now) {
 bool ReducerRound::done() const {
   std::lock_guard lock(mutex_);
   return incomplete_ == 0;
+}
+
+std::uint64_t ReducerRound::bytes_sent() const {
+  std::lock_guard lock(mutex_);
+  return bytes_sent_;
 }
 
 std::vector<size_t> ReducerRound::banned() const {

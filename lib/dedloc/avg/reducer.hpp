@@ -56,6 +56,8 @@ class ReducerRound {
 
   bool done() const;
   std::vector<size_t> banned() const;
+  // Payload bytes of the deltas sent back so far.
+  std::uint64_t bytes_sent() const;
 
  private:
   struct Pending {
@@ -106,6 +108,7 @@ class ReducerRound {
   std::vector<size_t> slot_of_member_;  // member index -> sender slot (SIZE_MAX: not a sender)
   std::vector<TimePoint> last_heard_;    // per sender slot
   std::vector<bool> banned_;             // per sender slot
+  std::uint64_t bytes_sent_ = 0;         // deltas' payloads
   std::vector<size_t> owed_;             // per sender slot: our parts it has not delivered
   std::vector<size_t> unanswered_;       // per sender slot: parts it delivered that still wait for others
   std::vector<PartState> states_;        // per part of ours

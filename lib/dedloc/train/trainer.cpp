@@ -116,6 +116,8 @@ struct Trainer::Parts {
   Duration catch_up_retry = kFirstCatchUpRetry;
   std::uint64_t states_loaded_at_start = 0;  // a joining peer's first download, for run()'s report
   std::uint64_t rounds_averaged = 0;         // gradient rounds averaged with a group, for the metrics record
+  std::uint64_t bytes_sent = 0;              // averaging payload bytes sent, every round
+  std::uint64_t samples_computed = 0;
   double compute_seconds = 0;
   double started = 0;
   std::map<std::string, std::string> task_entries;  // Task::state_entries(), asked once
@@ -319,6 +321,7 @@ void Trainer::average_gradients(collab::StepFacts& facts) {
     facts.found_ahead = outcome->found_ahead;
     facts.group_id = to_hex(outcome->group_id);
     facts.averaged_fraction = outcome->all_reduce.averaged_fraction;
+    p.bytes_sent += outcome->all_reduce.bytes_sent;
     ++p.rounds_averaged;
   }
   facts.result_finite = p.gradients.finite();
@@ -404,6 +407,8 @@ void Trainer::step(TrainerReport& report) {
       event.group = facts.group_id;
       event.averaged_fraction = facts.averaged_fraction;
     }
+    event.bytes_sent = p.bytes_sent;
+    event.samples_computed = p.samples_computed;
     if (options_.hash_parameters) describe_parameters(event);
     options_.on_event(event);
   }
@@ -450,6 +455,7 @@ void Trainer::average_parameters() {
   } else if (!all_finite(p.gradients.values())) {
     line << "parameters not averaged: the average is not finite";
   } else {
+    p.bytes_sent += outcome->all_reduce.bytes_sent;
     p.gradients.write_parameters();
     if (p.outer) p.outer->adopt_local();  // DiLoCo: right after an outer step, θ_local is θ_outer
     line << "parameters averaged in a group of " << outcome->group_size;
@@ -547,6 +553,8 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
   report.last_loss = p.loss.last;
   report.seconds = now_seconds() - p.started;
   report.compute_seconds = p.compute_seconds;
+  report.bytes_sent = p.bytes_sent;
+  report.samples_computed = p.samples_computed;
   if (!trained.is_ok()) {
     // Leave at once, and cleanly: a group found ahead goes on without us, others stop counting us. No
     // checkpoint: a step that threw may have left the parameters half-updated (the last one written stays).
@@ -616,6 +624,7 @@ Result<bool> Trainer::compute_micro_batch() {
   double compute_end = now_seconds();
   p.compute_seconds += compute_end - compute_begin;
   p.ema.update(static_cast<std::uint64_t>(batch->size()), compute_end);
+  p.samples_computed += static_cast<std::uint64_t>(batch->size());
   return true;
 }
 

@@ -57,6 +57,10 @@ struct TrainerEvent {
   // the share of the vector that came back averaged (below 1 when a reducer failed: there, our own values).
   std::string group;
   double averaged_fraction = 0;
+  // Averaging payload bytes this peer has sent since it started (all-reduce parts and deltas, gradient
+  // and parameter rounds), and the samples it has computed: their ratio is what a mode costs per sample.
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t samples_computed = 0;
   // With TrainerOptions::hash_parameters, what the parameters are after the step or download, so that a
   // test can tell a joiner that loaded the swarm's parameters from one that only took its epoch number.
   // params_hash: a BLAKE2b of every parameter's float32 values, in the model's order, as 16 hex digits;
@@ -105,6 +109,8 @@ struct TrainerReport {
   std::uint64_t states_loaded = 0;    // downloads from donors
   double seconds = 0;                 // wall time in run()
   double compute_seconds = 0;         // of which computing micro-batches
+  std::uint64_t bytes_sent = 0;       // averaging payload bytes sent (TrainerEvent::bytes_sent)
+  std::uint64_t samples_computed = 0; // samples of every micro-batch this peer computed
 };
 
 class Trainer {
