@@ -68,6 +68,8 @@ void print_event(const train::TrainerEvent& e) {
     line["found_ahead"] = e.found_ahead;
     line["group"] = e.group;
     line["averaged_fraction"] = e.averaged_fraction;
+    line["averaging_seconds"] = e.averaging_seconds;
+    line["averaging_deadline"] = e.averaging_deadline;
   }
   if (!e.params_hash.empty()) {
     line["params_hash"] = e.params_hash;

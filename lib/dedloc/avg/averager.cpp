@@ -95,9 +95,13 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
   }
   outcome.group_size = (*group)->size();
   outcome.group_id = (*group)->id();
-  auto result = all_reduce_->run(**group, vector, weight, options_.all_reduce, Deadline::after(options_.averaging_timeout));
+  const auto began = std::chrono::steady_clock::now();
+  const Deadline deadline = Deadline::after(options_.averaging_timeout);
+  auto result = all_reduce_->run(**group, vector, weight, options_.all_reduce, deadline);
   if (!result) return result.status();
   outcome.all_reduce = std::move(*result);
+  outcome.all_reduce_time = std::chrono::steady_clock::now() - began;
+  outcome.all_reduce_timed_out = deadline.passed();
   return outcome;
 }
 

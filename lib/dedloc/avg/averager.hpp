@@ -43,6 +43,8 @@ struct StepOutcome {
   bool found_ahead = false;      // the group was found by prepare(), while the caller still computed
   Bytes group_id;                // when a group formed: the id its leader gave it, the same on every member
   AllReduceResult all_reduce;    // when a group formed
+  Duration all_reduce_time{};    // when a group formed: how long its all-reduce took (up to its deadline)
+  bool all_reduce_timed_out = false;  // ... and whether the deadline ended it
   std::string why_alone;         // when no group formed
 };
 
@@ -96,6 +98,10 @@ class Averager {
   // progress gives up, and our RPCs in flight fail at once (net::Client::cancel_pending; calls made later
   // are not affected, so call it again while something may still be waiting). Idempotent.
   void interrupt();
+
+  // The deadline of the all-reduces of later step()s (AveragerOptions::averaging_timeout at start); the
+  // trainer sets it per round from what it observed (collab/deadline_estimator.hpp). The caller thread's.
+  void set_averaging_timeout(Duration timeout) { options_.averaging_timeout = timeout; }
 
   std::string endpoint() const;
   // Where others dial our averaging server: --announce, or the bound endpoint with a wildcard host replaced

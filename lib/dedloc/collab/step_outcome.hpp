@@ -42,6 +42,8 @@ struct StepFacts {
   bool found_ahead = false;            // kGroup: the group formed while we still computed
   std::string group_id;                // kGroup: the group's id in hex, the same on every member
   double averaged_fraction = 1;        // kGroup: the share of the vector that was averaged (the rest is ours)
+  double averaging_seconds = 0;        // kGroup: how long the all-reduce took (for the step line)
+  double averaging_deadline = 0;       // kGroup: the deadline it had
   bool result_finite = true;           // the gradients the optimizer would apply, after averaging
 };
 

@@ -62,6 +62,7 @@ Result<Recipe> Recipe::load(const std::string& path) {
   averaging.read("matchmaking_time", a.matchmaking_time);
   averaging.read("match_ahead", a.match_ahead);
   averaging.read("averaging_timeout", a.averaging_timeout);
+  averaging.read("adaptive_timeout", a.adaptive_timeout);
   averaging.read("sender_timeout", a.sender_timeout);
   averaging.read("reducer_timeout", a.reducer_timeout);
   averaging.read("codec", codec);

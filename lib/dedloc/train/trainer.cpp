@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "dedloc/collab/checkpoint.hpp"
+#include "dedloc/collab/deadline_estimator.hpp"
 #include "dedloc/collab/step_outcome.hpp"
 #include "dedloc/core/bytes.hpp"
 #include "dedloc/crypto/hash.hpp"
@@ -107,6 +108,7 @@ struct Trainer::Parts {
 
   GradientBuffer gradients;
   std::unique_ptr<OuterOptimizer> outer;     // DiLoCo only: θ_outer and the outer momentum
+  std::optional<collab::DeadlineEstimator> round_deadline;  // with adaptive_averaging_timeout
   StateTensors state;
   SwarmPresence swarm;
   LossTally loss;
@@ -149,6 +151,9 @@ Trainer::Trainer(zmq::context_t& context, dht::Node& node, const crypto::Identit
   p.state.add("buffer/", task_.named_buffers());
   p.state.add("optim/", optimizer_.state());
   if (p.outer) p.state.add("outer_momentum/", p.outer->momentum());
+  if (options_.adaptive_averaging_timeout) {
+    p.round_deadline.emplace(collab::DeadlineEstimatorOptions{.ceiling = options_.averaging.averaging_timeout});
+  }
   p.task_entries = task_.state_entries();
   if (!options_.samples_log.empty()) p.samples_log.open(options_.samples_log, std::ios::app);
 }
@@ -298,6 +303,7 @@ void Trainer::average_gradients(collab::StepFacts& facts) {
   p.ema.pause();
   auto breaker = interruptible();
   // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then).
+  if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
   auto average = [&] {
     return averager.step(p.gradients.schema(), p.gradients.values(), static_cast<double>(p.gradients.samples()),
                          p.swarm.others() + 1, collab::gradient_round(epoch_));
@@ -321,6 +327,17 @@ void Trainer::average_gradients(collab::StepFacts& facts) {
     facts.found_ahead = outcome->found_ahead;
     facts.group_id = to_hex(outcome->group_id);
     facts.averaged_fraction = outcome->all_reduce.averaged_fraction;
+    facts.averaging_seconds = std::chrono::duration<double>(outcome->all_reduce_time).count();
+    facts.averaging_deadline = std::chrono::duration<double>(options_.averaging.averaging_timeout).count();
+    if (p.round_deadline) {
+      facts.averaging_deadline = std::chrono::duration<double>(p.round_deadline->deadline()).count();
+      // A round its deadline ended tells only that it needed longer; one that completed, how long it took.
+      if (outcome->all_reduce_timed_out || outcome->all_reduce.averaged_fraction < 1) {
+        p.round_deadline->observe_timeout();
+      } else {
+        p.round_deadline->observe(outcome->all_reduce_time);
+      }
+    }
     p.bytes_sent += outcome->all_reduce.bytes_sent;
     ++p.rounds_averaged;
   }
@@ -406,6 +423,8 @@ void Trainer::step(TrainerReport& report) {
       event.found_ahead = facts.found_ahead;
       event.group = facts.group_id;
       event.averaged_fraction = facts.averaged_fraction;
+      event.averaging_seconds = facts.averaging_seconds;
+      event.averaging_deadline = facts.averaging_deadline;
     }
     event.bytes_sent = p.bytes_sent;
     event.samples_computed = p.samples_computed;

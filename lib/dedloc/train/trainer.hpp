@@ -61,6 +61,9 @@ struct TrainerEvent {
   // and parameter rounds), and the samples it has computed: their ratio is what a mode costs per sample.
   std::uint64_t bytes_sent = 0;
   std::uint64_t samples_computed = 0;
+  // kAveraged: how long the all-reduce took, and the deadline it had.
+  double averaging_seconds = 0;
+  double averaging_deadline = 0;
   // With TrainerOptions::hash_parameters, what the parameters are after the step or download, so that a
   // test can tell a joiner that loaded the swarm's parameters from one that only took its epoch number.
   // params_hash: a BLAKE2b of every parameter's float32 values, in the model's order, as 16 hex digits;
@@ -82,6 +85,9 @@ struct TrainerOptions {
   // Matchmaking ahead of time: once the swarm's ETA is within averaging.matchmaking_time, look for the
   // step's group in the background while the last micro-batches compute (Averager::prepare).
   bool match_ahead = true;
+  // Each round's all-reduce deadline learned from the rounds before (collab/deadline_estimator.hpp), at most
+  // averaging.averaging_timeout; false: averaging.averaging_timeout for every round.
+  bool adaptive_averaging_timeout = false;
   // Client mode: `relaying.relays` are relays to stay reachable through, tried before those listed in the
   // DHT (heartbeat, dead_after, ... too; the endpoints are filled in). A client-mode peer attached to a relay
   // serves its state there; one that finds no relay still trains and sends, but nobody can download from it.

@@ -1,0 +1,58 @@
+#include "dedloc/collab/deadline_estimator.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace dedloc::collab {
+
+namespace {
+
+Duration median_of(std::vector<Duration> values) {
+  if (values.empty()) return Duration::zero();
+  const size_t middle = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle), values.end());
+  Duration upper = values[middle];
+  if (values.size() % 2 == 1) return upper;
+  Duration lower = *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle));
+  return lower + (upper - lower) / 2;
+}
+
+}  // namespace
+
+DeadlineEstimator::DeadlineEstimator(DeadlineEstimatorOptions options) : options_(options) {
+  options_.window = std::max<std::size_t>(options_.window, 1);
+  options_.ceiling = std::max(options_.ceiling, options_.floor);
+}
+
+void DeadlineEstimator::observe(Duration duration) {
+  // The first round to complete after two or more timeouts in a row: the network changed, and what was
+  // remembered describes the old one (its median would bring back the deadline that just failed). Start
+  // over from this round. One timeout alone is a round that lost a member: the network is the same.
+  if (timeouts_in_a_row_ >= 2) durations_.clear();
+  durations_.push_back(duration);
+  if (durations_.size() > options_.window) durations_.pop_front();
+  timeouts_in_a_row_ = 0;
+}
+
+void DeadlineEstimator::observe_timeout() { ++timeouts_in_a_row_; }
+
+Duration DeadlineEstimator::median() const { return median_of({durations_.begin(), durations_.end()}); }
+
+Duration DeadlineEstimator::mad() const {
+  const Duration m = median();
+  std::vector<Duration> deviations;
+  for (Duration d : durations_) deviations.push_back(d > m ? d - m : m - d);
+  return median_of(std::move(deviations));
+}
+
+Duration DeadlineEstimator::deadline() const {
+  if (durations_.size() < options_.min_samples) return options_.ceiling;
+  const double m = std::chrono::duration<double>(median()).count();
+  const double spread = std::chrono::duration<double>(mad()).count();
+  const double growth = static_cast<double>(std::uint64_t{1} << std::min<std::size_t>(timeouts_in_a_row_, 20));
+  const double estimate = std::max(m + options_.k * spread, options_.factor * m) * growth;
+  const Duration wanted = from_seconds(std::min(estimate, std::chrono::duration<double>(options_.ceiling).count()));
+  return std::clamp(wanted, options_.floor, options_.ceiling);
+}
+
+}  // namespace dedloc::collab

@@ -1,0 +1,56 @@
+// A deadline learned from what a run observes, instead of a number tuned for one network in a recipe:
+// each averaging round's all-reduce gets the recent rounds' typical duration plus a margin for their spread,
+//
+//   deadline = clamp(max(median + k·MAD, factor·median), floor, ceiling)
+//
+// over the last `window` completed rounds (MAD: the median absolute deviation, a spread that one slow round
+// does not inflate). Until `min_samples` rounds completed, the deadline is the ceiling (the recipe's
+// averaging_timeout, what a run without the estimator waits). A round cut short by its deadline tells only
+// that the duration was longer (a censored observation): the next deadline doubles, up to the ceiling. The
+// first round that completes after two or more timeouts in a row starts the memory over (the network changed; the old rounds'
+// median would bring back the deadline that failed), so the ceiling holds again until min_samples new
+// rounds. A run that moves from 20 ms to 300 ms round trips thus times out a few rounds while the deadline
+// grows, then learns the new durations; a dead member costs a round about factor·median, not the ceiling.
+//
+// Sans-IO: durations in, a deadline out; the caller measures (train/trainer.cpp) and tests replay recorded
+// sequences (tests/unit/collab/deadline_estimator_test.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+
+#include "dedloc/core/clock.hpp"
+
+namespace dedloc::collab {
+
+struct DeadlineEstimatorOptions {
+  Duration floor = std::chrono::seconds(1);    // never less: a round is never cut before a second
+  Duration ceiling = std::chrono::seconds(60); // never more, and the deadline before there is data
+  std::size_t window = 32;                     // completed rounds remembered
+  std::size_t min_samples = 5;                 // completed rounds before the estimate replaces the ceiling
+  double k = 4;                                // MADs above the median
+  double factor = 2;                           // and at least this multiple of the median
+};
+
+class DeadlineEstimator {
+ public:
+  explicit DeadlineEstimator(DeadlineEstimatorOptions options = {});
+
+  // A round that completed in `duration`.
+  void observe(Duration duration);
+  // A round that its deadline cut short (its duration is unknown, and longer than the deadline).
+  void observe_timeout();
+
+  Duration deadline() const;
+  std::size_t samples() const { return durations_.size(); }
+  Duration median() const;  // of the remembered rounds (0 when none)
+  Duration mad() const;     // their median absolute deviation from the median (0 when none)
+
+ private:
+  DeadlineEstimatorOptions options_;
+  std::deque<Duration> durations_;
+  std::size_t timeouts_in_a_row_ = 0;  // each doubles the deadline until a round completes
+};
+
+}  // namespace dedloc::collab
