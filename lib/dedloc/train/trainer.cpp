@@ -585,8 +585,12 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
     auto saved = save_checkpoint_files();
     if (!saved.is_ok()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << saved.to_string();
     // DiLoCo: the model is the swarm's θ_outer, not where this peer's unfinished inner steps led.
-    if (p.outer) guard_torch("restoring θ_outer", [&] { p.outer->restart_local(); });
-    export_model_files();
+    Status restored = p.outer ? guard_torch("restoring θ_outer", [&] { p.outer->restart_local(); }) : Status();
+    if (restored.is_ok()) {
+      export_model_files();
+    } else {
+      Logger::Line(options_.log, LogLevel::kWarning, kLog) << "the model was not exported: " << restored.to_string();
+    }
   }
   p.swarm.withdraw_records(leaving_deadline());
   return report;
