@@ -60,8 +60,9 @@ struct AllReduceResult {
   double averaged_fraction = 0;                  // of our vector's elements that came back averaged
   std::vector<crypto::PeerId> banned_senders;    // members our reducer stopped waiting for
   std::vector<crypto::PeerId> failed_reducers;   // reducers we gave up on (we kept our values there)
-  // Payload bytes this peer put on the wire in the round: its parts to the reducers and its reducer's
-  // deltas back to the senders (codec bytes; message headers and transport framing not counted).
+  // Payload bytes this peer put on the wire in the round: its parts to the reducers (a part resent, to a
+  // reducer that had not yet heard of the round, counts twice) and its reducer's deltas back to the
+  // senders (codec bytes; message headers and transport framing not counted).
   std::uint64_t bytes_sent = 0;
 };
 
