@@ -11,6 +11,7 @@
 #include "dedloc/collab/hf_export.hpp"
 #include "dedloc/core/files.hpp"
 #include "dedloc/core/safetensors.hpp"
+#include "support/albert_state.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
 
@@ -38,19 +39,7 @@ collab::AlbertHfConfig tiny_config() {
 // checkpoint.safetensors as dedloc-train writes it for ALBERT: parameters, the pooler and the SOP head,
 // optimizer statistics, the epoch and the config entry.
 void write_albert_checkpoint(const std::string& path, std::uint64_t epoch) {
-  const auto config = tiny_config();
-  std::vector<avg::TensorSpec> specs;
-  for (const auto& t : collab::albert_hf_tensors(config)) specs.push_back({"param/" + t.dedloc_name, t.shape});
-  specs.push_back({"param/pooler.weight", {8, 8}});
-  specs.push_back({"param/sop_classifier.classifier.weight", {2, 8}});
-  specs.push_back({"optim/embeddings.word_embeddings.weight.exp_avg", {30, 4}});
-  avg::StateMetadata metadata;
-  metadata.epoch = epoch;
-  metadata.entries[std::string(collab::kAlbertConfigEntry)] = collab::albert_config_json(config);
-  auto state = avg::TrainingState::with_tensors(std::move(specs), std::move(metadata));
-  REQUIRE(state.is_ok());
-  for (size_t k = 0; k < state->flat().size(); ++k) state->flat()[k] = 0.25f * static_cast<float>(k % 97) - 3;
-  REQUIRE(collab::save_checkpoint(path, *state, {{"run_id", "albert-run"}}).is_ok());
+  REQUIRE(collab::save_checkpoint(path, test::albert_state(tiny_config(), "param/", 0, epoch), {{"run_id", "albert-run"}}).is_ok());
 }
 
 std::string avg_tool() { return test::binary_path("tools/dedloc-avg/dedloc-avg"); }

@@ -14,6 +14,7 @@
 #include "dedloc/train/models/albert.hpp"
 #include "dedloc/train/models/albert_export.hpp"
 #include "dedloc/train/models/albert_task.hpp"
+#include "albert_test_recipe.hpp"
 #include "support/process.hpp"
 #include "support/test_paths.hpp"
 
@@ -153,19 +154,10 @@ TEST_CASE("transformers' ALBERT forward pass on the exported folder gives dedloc
 
 TEST_CASE("AlbertTask publishes its shape in the training state and exports with the tokenizer it trained",
           "[torch][albert][hf]") {
-  AlbertRecipe recipe;
-  recipe.size = "test";
-  recipe.model.hidden_size = 64;
-  recipe.model.embedding_size = 32;
-  recipe.model.num_layers = 2;
-  recipe.model.num_heads = 2;
-  recipe.model.intermediate_size = 128;
-  recipe.model.max_length = 64;
-  recipe.model.vocab_size = 1000;
-  recipe.data.corpus.max_documents = 4000;
+  const AlbertRecipe recipe = test::small_albert_recipe();
   TaskContext context;
   context.micro_batch_size = 4;
-  context.work_dir = test::binary_path("tests/albert-cache");  // shared with albert_test.cpp: trained once
+  context.work_dir = test::albert_cache_dir();  // shared with albert_test.cpp: trained once
   auto task = make_albert_task(recipe, context);
   INFO(task.status().to_string());
   REQUIRE(task.is_ok());

@@ -12,6 +12,7 @@
 #include "dedloc/train/data/token_corpus.hpp"
 #include "dedloc/train/models/albert.hpp"
 #include "dedloc/train/models/albert_task.hpp"
+#include "albert_test_recipe.hpp"
 #include "support/test_paths.hpp"
 
 // Debian's libtorch logs through glog, whose CHECK(condition) macro would replace Catch's: torch headers
@@ -24,23 +25,8 @@ using namespace dedloc::train;
 
 namespace {
 
-// Shared by every test process, so the tokenizer of small_recipe() is trained once per build tree.
-std::string cache_dir() { return test::binary_path("tests/albert-cache"); }
-
-// A model small enough to train for a few hundred steps in seconds on two cores.
-AlbertRecipe small_recipe() {
-  AlbertRecipe recipe;
-  recipe.size = "test";
-  recipe.model.hidden_size = 64;
-  recipe.model.embedding_size = 32;
-  recipe.model.num_layers = 2;
-  recipe.model.num_heads = 2;
-  recipe.model.intermediate_size = 128;
-  recipe.model.max_length = 64;
-  recipe.model.vocab_size = 1000;
-  recipe.data.corpus.max_documents = 4000;
-  return recipe;
-}
+std::string cache_dir() { return test::albert_cache_dir(); }
+AlbertRecipe small_recipe() { return test::small_albert_recipe(); }
 
 TaskContext make_context(std::uint64_t init_seed, std::uint64_t data_seed, std::int64_t batch_size = 16) {
   TaskContext context;

@@ -165,6 +165,18 @@ NamedTensors replay(const Recipe& recipe, Task& t, const RegressionData& data, T
   return params;
 }
 
+// The replay's recipe and task, built as the peers built theirs (the same init_seed).
+std::pair<Recipe, std::unique_ptr<Task>> replay_task(const std::string& recipe_path) {
+  auto recipe = Recipe::load(recipe_path);
+  REQUIRE(recipe.is_ok());
+  TaskContext context;
+  context.init_seed = recipe->seed;
+  context.micro_batch_size = kMicroBatchA;
+  auto task = recipe->build_task(context);
+  REQUIRE(task.is_ok());
+  return {std::move(*recipe), std::move(*task)};
+}
+
 // Each peer's exported model (model.safetensors: parameters in the task's order) equals the replay's.
 void check_peers_end_at(const TwoPeerRun& run, const NamedTensors& params) {
   for (const auto& dir : {run.dir_a, run.dir_b}) {
@@ -195,14 +207,8 @@ TEST_CASE("Two collaborating peers end with the parameters of one process taking
   const std::string root = ::mkdtemp(name);
   auto run = run_two_peers(test::source_path("tests/data/mlp-equivalence.yaml"), root);
 
-  auto recipe = Recipe::load(test::source_path("tests/data/mlp-equivalence.yaml"));
-  REQUIRE(recipe.is_ok());
-  TaskContext context;
-  context.init_seed = recipe->seed;
-  context.micro_batch_size = kMicroBatchA;
-  auto task = recipe->build_task(context);
-  REQUIRE(task.is_ok());
-  check_peers_end_at(run, replay(*recipe, **task, RegressionData(kEquivalenceData), run));
+  auto [recipe, task] = replay_task(test::source_path("tests/data/mlp-equivalence.yaml"));
+  check_peers_end_at(run, replay(recipe, *task, RegressionData(kEquivalenceData), run));
   std::filesystem::remove_all(root);
 }
 
@@ -236,14 +242,9 @@ TEST_CASE("A TorchScript MLP exported from PyTorch computes the built-in MLP's s
   auto run = run_two_peers(recipe_path, root);
 
   // The replay runs the built-in MLP task, started from the PyTorch module's initial parameters.
-  auto recipe = Recipe::load(test::source_path("tests/data/mlp-equivalence.yaml"));
-  REQUIRE(recipe.is_ok());
-  TaskContext context;
-  context.micro_batch_size = kMicroBatchA;
-  auto task = recipe->build_task(context);
-  REQUIRE(task.is_ok());
+  auto [recipe, task] = replay_task(test::source_path("tests/data/mlp-equivalence.yaml"));
   auto module = torch::jit::load(root + "/mlp.pt");
-  auto params = (*task)->named_parameters();
+  auto params = task->named_parameters();
   size_t i = 0;
   for (const auto& item : module.named_parameters(true)) {
     REQUIRE(i < params.size());
@@ -252,7 +253,7 @@ TEST_CASE("A TorchScript MLP exported from PyTorch computes the built-in MLP's s
     params[i++].second.copy_(item.value);
   }
   REQUIRE(i == params.size());
-  check_peers_end_at(run, replay(*recipe, **task, data, run));
+  check_peers_end_at(run, replay(recipe, *task, data, run));
   std::filesystem::remove_all(root);
 }
 
@@ -275,13 +276,7 @@ TEST_CASE("DiLoCo with one inner SGD step per outer step, outer lr 1 and no mome
   REQUIRE(state.is_ok());
   CHECK(state->state.find("outer_momentum/0.weight").has_value());
 
-  auto recipe = Recipe::load(synchronous);
-  REQUIRE(recipe.is_ok());
-  TaskContext context;
-  context.init_seed = recipe->seed;
-  context.micro_batch_size = kMicroBatchA;
-  auto task = recipe->build_task(context);
-  REQUIRE(task.is_ok());
-  check_peers_end_at(run, replay(*recipe, **task, RegressionData(kEquivalenceData), run));
+  auto [recipe, task] = replay_task(synchronous);
+  check_peers_end_at(run, replay(recipe, *task, RegressionData(kEquivalenceData), run));
   std::filesystem::remove_all(root);
 }

@@ -114,4 +114,9 @@ Result<std::string> read_file(const std::string& path, size_t max_bytes) {
   return out;
 }
 
+std::string path_beside(const std::string& config_file, const std::string& path) {
+  if (path.empty() || std::filesystem::path(path).is_absolute()) return path;
+  return (std::filesystem::path(config_file).parent_path() / path).lexically_normal().string();
+}
+
 }  // namespace dedloc

@@ -20,6 +20,11 @@ Status write_file_atomically(const std::string& path, std::string_view contents,
 // filesystem (siblings are). The caller decides whether what is at `dir` may be replaced.
 Status replace_directory(const std::string& staged, const std::string& dir);
 
+// A path as a configuration file names it: a relative one is relative to the folder of `config_file`, so that
+// a recipe or a scenario and the files beside it can be copied elsewhere together. Absolute and empty paths
+// are returned as they are.
+std::string path_beside(const std::string& config_file, const std::string& path);
+
 // Reads a whole file, refusing files larger than `max_bytes`.
 Result<std::string> read_file(const std::string& path, size_t max_bytes = 64u << 20);
 

@@ -1,9 +1,9 @@
 #include "dedloc/lab/scenario.hpp"
 
-#include <filesystem>
 #include <set>
 
 #include "dedloc/core/config.hpp"
+#include "dedloc/core/files.hpp"
 
 namespace dedloc::lab {
 
@@ -125,8 +125,7 @@ Result<Scenario> load_scenario(const std::string& path) {
   if (s.recipe.empty()) return error(Code::kInvalidArgument, path + ": recipe: the training recipe every peer runs");
   if (s.groups.empty()) return error(Code::kInvalidArgument, path + ": groups: at least one group of peers");
   if (s.warmup >= s.duration) return error(Code::kInvalidArgument, path + ": warmup must be shorter than duration");
-  const auto dir = std::filesystem::path(path).parent_path();
-  if (std::filesystem::path(s.recipe).is_relative()) s.recipe = (dir / s.recipe).lexically_normal().string();
+  s.recipe = path_beside(path, s.recipe);
   if (s.relays == 0) {
     for (const auto& g : s.groups) {
       if (g.role != PeerRole::kNode && g.nat) {

@@ -16,6 +16,7 @@
 #include "dedloc/collab/hf_export.hpp"
 #include "dedloc/core/files.hpp"
 #include "dedloc/core/safetensors.hpp"
+#include "support/albert_state.hpp"
 #include "support/test_paths.hpp"
 
 using namespace dedloc;
@@ -40,29 +41,6 @@ AlbertHfConfig small_config() {
   c.initializer_range = 0.02;
   c.hidden_act = "gelu_new";
   return c;
-}
-
-// A training state as dedloc-train's snapshot holds one: the ALBERT parameters under "param/", the parts
-// an export leaves out (pooler, sentence-order head, optimizer statistics, a buffer) and the config entry.
-// Every element differs from every other, so a tensor copied under the wrong name shows.
-avg::TrainingState albert_state(const AlbertHfConfig& config, const std::string& prefix = "param/", float base = 0) {
-  std::vector<avg::TensorSpec> specs;
-  for (const auto& t : albert_hf_tensors(config)) specs.push_back({prefix + t.dedloc_name, t.shape});
-  if (!prefix.empty()) {
-    const auto H = static_cast<std::uint64_t>(config.hidden_size);
-    specs.push_back({prefix + "pooler.weight", {H, H}});
-    specs.push_back({prefix + "sop_classifier.classifier.weight", {2, H}});
-    specs.push_back({"buffer/step", {1}});
-    specs.push_back({"optim/embeddings.word_embeddings.weight.exp_avg",
-                     {static_cast<std::uint64_t>(config.vocab_size), static_cast<std::uint64_t>(config.embedding_size)}});
-  }
-  avg::StateMetadata metadata;
-  metadata.epoch = 17;
-  metadata.entries[std::string(kAlbertConfigEntry)] = albert_config_json(config);
-  auto state = avg::TrainingState::with_tensors(std::move(specs), std::move(metadata));
-  REQUIRE(state.is_ok());
-  for (size_t k = 0; k < state->flat().size(); ++k) state->flat()[k] = base + 0.001f * static_cast<float>(k);
-  return std::move(*state);
 }
 
 std::string write_tokenizer(const fs::path& dir, const std::string& contents = std::string("spm\0model", 9)) {
@@ -152,7 +130,7 @@ TEST_CASE("The config entry round-trips, and each bad field is named", "[unit][h
 TEST_CASE("The folder holds the weights under transformers' names, config.json and the tokenizer", "[unit][hf]") {
   test::ScopedTempDir dir{"dedloc-hf"};
   const auto config = small_config();
-  const auto state = albert_state(config);
+  const auto state = test::albert_state(config);
   const std::string tokenizer = write_tokenizer(dir.path);
   const std::string out = (dir.path / "export" / "hf").string();  // the parent is created too
   REQUIRE(write_albert_hf_folder(state, tokenizer, out).is_ok());
@@ -221,8 +199,8 @@ TEST_CASE("model.safetensors (bare parameter names) exports the same folder as t
   const auto config = small_config();
   const std::string tokenizer = write_tokenizer(dir.path);
   const std::string from_state = (dir.path / "a").string(), from_model = (dir.path / "b").string();
-  REQUIRE(write_albert_hf_folder(albert_state(config, "param/", 3), tokenizer, from_state).is_ok());
-  REQUIRE(write_albert_hf_folder(albert_state(config, "", 3), tokenizer, from_model).is_ok());
+  REQUIRE(write_albert_hf_folder(test::albert_state(config, "param/", 3), tokenizer, from_state).is_ok());
+  REQUIRE(write_albert_hf_folder(test::albert_state(config, "", 3), tokenizer, from_model).is_ok());
   CHECK(read_file(from_state + "/model.safetensors").value() == read_file(from_model + "/model.safetensors").value());
 }
 
@@ -231,14 +209,14 @@ TEST_CASE("A second export replaces the folder whole, and abandoned staging fold
   const auto config = small_config();
   const std::string tokenizer = write_tokenizer(dir.path);
   const std::string out = (dir.path / "hf").string();
-  REQUIRE(write_albert_hf_folder(albert_state(config, "param/", 0), tokenizer, out).is_ok());
+  REQUIRE(write_albert_hf_folder(test::albert_state(config, "param/", 0), tokenizer, out).is_ok());
   const std::string first = read_file(out + "/model.safetensors").value();
   REQUIRE(write_file_atomically(out + "/stale.txt", "from an older export").is_ok());
   // A staging folder whose writer was killed (no process has that id: Linux's pid_max is at most 2^22).
   fs::create_directories(dir.path / "hf.tmp.999999999.0");
   REQUIRE(write_file_atomically((dir.path / "hf.tmp.999999999.0" / "model.safetensors").string(), "partial").is_ok());
 
-  REQUIRE(write_albert_hf_folder(albert_state(config, "param/", 5), tokenizer, out + "/").is_ok());  // same folder
+  REQUIRE(write_albert_hf_folder(test::albert_state(config, "param/", 5), tokenizer, out + "/").is_ok());  // same folder
   CHECK_FALSE(fs::exists(out + "/stale.txt"));
   CHECK(read_file(out + "/model.safetensors").value() != first);
   CHECK(entries_in(out) == 4);
@@ -262,7 +240,7 @@ TEST_CASE("Each bad input fails with one line naming what is wrong, and nothing 
     CHECK(status.message() == "not an ALBERT state: it has no tensor 'param/embeddings.word_embeddings.weight'");
   }
   SECTION("a state without one ALBERT tensor names that one") {
-    auto state = albert_state(config);
+    auto state = test::albert_state(config);
     std::vector<avg::TensorSpec> specs;
     for (const auto& spec : state.tensors()) {
       if (spec.name != "param/encoder.layer.ffn_output.bias") specs.push_back(spec);
@@ -274,7 +252,7 @@ TEST_CASE("Each bad input fails with one line naming what is wrong, and nothing 
     CHECK(status.message().find("'param/encoder.layer.ffn_output.bias'") != std::string::npos);
   }
   SECTION("a state without the config entry") {
-    auto state = albert_state(config);
+    auto state = test::albert_state(config);
     state.metadata.entries.clear();
     auto status = write_albert_hf_folder(state, tokenizer, out);
     check_one_line(status);
@@ -282,7 +260,7 @@ TEST_CASE("Each bad input fails with one line naming what is wrong, and nothing 
     CHECK(status.message().find("no 'albert_config' entry") != std::string::npos);
   }
   SECTION("a config entry that does not parse") {
-    auto state = albert_state(config);
+    auto state = test::albert_state(config);
     state.metadata.entries[std::string(kAlbertConfigEntry)] = std::string("{\"vocab_size\": 50}");
     auto status = write_albert_hf_folder(state, tokenizer, out);
     check_one_line(status);
@@ -290,7 +268,7 @@ TEST_CASE("Each bad input fails with one line naming what is wrong, and nothing 
     CHECK(status.message().find("albert_config: '") != std::string::npos);
   }
   SECTION("a parameter whose shape the config contradicts") {
-    auto state = albert_state(config);
+    auto state = test::albert_state(config);
     auto other = config;
     other.intermediate_size = 24;
     state.metadata.entries[std::string(kAlbertConfigEntry)] = albert_config_json(other);
@@ -302,26 +280,26 @@ TEST_CASE("Each bad input fails with one line naming what is wrong, and nothing 
   }
   SECTION("a missing tokenizer file") {
     const std::string missing = (dir.path / "no-such.model").string();
-    auto status = write_albert_hf_folder(albert_state(config), missing, out);
+    auto status = write_albert_hf_folder(test::albert_state(config), missing, out);
     check_one_line(status);
     CHECK(status.code() == Code::kNotFound);
     CHECK(status.message() == "tokenizer file missing: " + missing);
   }
   SECTION("an empty tokenizer file") {
-    auto status = write_albert_hf_folder(albert_state(config), write_tokenizer(dir.path, ""), out);
+    auto status = write_albert_hf_folder(test::albert_state(config), write_tokenizer(dir.path, ""), out);
     check_one_line(status);
     CHECK(status.code() == Code::kMalformed);
   }
   SECTION("a destination that is a file, or a folder that is not an export, is never replaced") {
     REQUIRE(write_file_atomically(out, "a file").is_ok());
-    auto status = write_albert_hf_folder(albert_state(config), tokenizer, out);
+    auto status = write_albert_hf_folder(test::albert_state(config), tokenizer, out);
     check_one_line(status);
     CHECK(status.code() == Code::kRefused);
     CHECK(read_file(out).value() == "a file");
     fs::remove(out);
     fs::create_directories(out);
     REQUIRE(write_file_atomically(out + "/thesis.tex", "years of work").is_ok());
-    status = write_albert_hf_folder(albert_state(config), tokenizer, out);
+    status = write_albert_hf_folder(test::albert_state(config), tokenizer, out);
     check_one_line(status);
     CHECK(status.code() == Code::kRefused);
     CHECK(status.message().find("not an export") != std::string::npos);

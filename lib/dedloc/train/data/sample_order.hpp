@@ -1,11 +1,14 @@
 // The order in which a peer draws a dataset's samples: pass after pass, each pass a fresh permutation drawn
-// from (seed, pass). SplitMix64 (Steele et al. 2014) and a hand-written Fisher-Yates rather than
-// std::shuffle, whose output the standard leaves to the library: the same seed gives the same order on
-// every platform, so a run's batches can be replayed from its seed.
+// from (seed, pass) with SplitMix64 and a hand-written Fisher-Yates rather than std::shuffle, whose output
+// the standard leaves to the library: the same seed gives the same order on every platform, so a run's
+// batches can be replayed from its seed.
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
+
+#include "dedloc/train/data/split_mix.hpp"
 
 namespace dedloc::train {
 
@@ -18,22 +21,16 @@ class SampleOrder {
     if (position_ == order_.size()) start_pass();
     return order_[position_++];
   }
+  // The pass the last id came from (0 for the first).
   std::uint64_t pass() const { return pass_; }
 
  private:
-  static std::uint64_t split_mix(std::uint64_t& state) {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-
   void start_pass() {
     if (started_) ++pass_;
     started_ = true;
     for (std::uint64_t i = 0; i < order_.size(); ++i) order_[i] = i;
-    std::uint64_t state = seed_ ^ (pass_ * 0xd1342543de82ef95ull + 0x5eed);
-    for (std::uint64_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[split_mix(state) % i]);
+    SplitMix rng(mix_seeds(seed_ ^ 0x5eed0fa1bea7ull, pass_));
+    for (std::uint64_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[rng.below(i)]);
     position_ = 0;
   }
 

@@ -10,6 +10,8 @@
 #include <utility>
 
 #include "dedloc/train/models/albert_export.hpp"
+#include "dedloc/train/data/sample_order.hpp"
+#include "dedloc/train/data/split_mix.hpp"
 #include "dedloc/train/prefetcher.hpp"
 
 namespace dedloc::train {
@@ -23,26 +25,6 @@ struct Sample {
   std::vector<std::int32_t> tokens;
   std::vector<std::uint32_t> sentence_ends;  // cumulative token counts; the last one is tokens.size()
 };
-
-// SplitMix64 (Steele et al. 2014): tiny, fast and fully specified, so that every platform draws the same
-// numbers from a seed (std::shuffle and the std distributions do not promise that).
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  std::uint64_t below(std::uint64_t n) { return next() % n; }                // [0, n); bias < n / 2^64
-
- private:
-  std::uint64_t state_;
-};
-
-std::uint64_t mix(std::uint64_t a, std::uint64_t b) { return Rng(a ^ (b * 0xd1342543de82ef95ull + 1)).next(); }
 
 std::vector<Sample> make_samples(const TokenizedCorpus& corpus, std::int64_t max_length) {
   const size_t budget = static_cast<size_t>(max_length - kSpecialTokens);
@@ -84,15 +66,14 @@ class BatchMaker {
   };
 
   BatchMaker(std::shared_ptr<const std::vector<Sample>> samples, Options options)
-      : samples_(std::move(samples)), options_(options) {}
+      : samples_(std::move(samples)), options_(options), order_(samples_->size(), options.data_seed) {}
 
   Result<Batch> next() {
     Batch batch;
     std::vector<Example> examples;
     for (std::int64_t i = 0; i < options_.batch_size; ++i) {
-      if (position_ == order_.size()) start_pass();
-      std::uint64_t id = order_[position_++];
-      Rng rng(mix(mix(options_.data_seed, pass_), id));
+      const std::uint64_t id = order_.next();
+      SplitMix rng(mix_seeds(mix_seeds(options_.data_seed, order_.pass()), id));
       examples.push_back(make_example((*samples_)[id], rng));
       batch.sample_ids.push_back(id);
     }
@@ -105,16 +86,7 @@ class BatchMaker {
   }
 
  private:
-  void start_pass() {
-    if (!order_.empty()) ++pass_;
-    order_.resize(samples_->size());
-    for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
-    Rng rng(mix(options_.data_seed ^ 0x5eed0fa1bea7ull, pass_));
-    for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[rng.below(i)]);  // Fisher-Yates
-    position_ = 0;
-  }
-
-  Example make_example(const Sample& sample, Rng& rng) const {
+  Example make_example(const Sample& sample, SplitMix& rng) const {
     const auto& tokens = sample.tokens;
     const size_t k = sample.sentence_ends.size();
     size_t split = k >= 2 ? sample.sentence_ends[rng.below(k - 1)] : 1 + rng.below(tokens.size() - 1);
@@ -184,9 +156,7 @@ class BatchMaker {
 
   std::shared_ptr<const std::vector<Sample>> samples_;
   Options options_;
-  std::vector<std::uint64_t> order_;
-  size_t position_ = 0;
-  std::uint64_t pass_ = 0;
+  SampleOrder order_;
 };
 
 std::string millions(std::int64_t count) {

@@ -6,6 +6,7 @@
 
 #include <torch/script.h>
 
+#include "dedloc/core/files.hpp"
 #include "dedloc/train/data/sample_order.hpp"
 #include "dedloc/train/data/tensor_shards.hpp"
 #include "dedloc/train/prefetcher.hpp"
@@ -32,13 +33,6 @@ torch::ScalarType torch_type(safetensors::DType dtype) {
     case DType::kBool: return torch::kBool;
   }
   return torch::kFloat32;
-}
-
-// A relative path in a recipe means: next to the recipe.
-std::string beside(const ConfigReader& reader, const std::string& path) {
-  std::filesystem::path p(path);
-  if (p.is_absolute() || path.empty()) return path;
-  return (std::filesystem::path(reader.source()).parent_path() / p).lexically_normal().string();
 }
 
 // One line of what libtorch threw. Its messages carry a C++ backtrace after the first line; an error inside
@@ -236,8 +230,8 @@ Result<TorchScriptOptions> read_torchscript_options(ConfigReader model, ConfigRe
   if (options.path.empty()) return bad(model, "path: the TorchScript module to train (a file torch.jit.save wrote) is required");
   if (data_kind != "tensors") return bad(data, "kind: a torchscript model trains on 'tensors' data (safetensors shards), got '" + data_kind + "'");
   if (options.data_paths.empty()) return bad(data, "paths: the tensor shard files or directories are required");
-  options.path = beside(model, options.path);
-  for (auto& path : options.data_paths) path = beside(data, path);
+  options.path = path_beside(model.source(), options.path);
+  for (auto& path : options.data_paths) path = path_beside(data.source(), path);
   return options;
 }
 
