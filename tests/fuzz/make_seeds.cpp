@@ -112,6 +112,8 @@ void envelope_seeds(const fs::path& dir) {
         header_of(AvgJoinRefused{JoinRefusal::kNotALeader, "follows another leader", "tcp://10.0.0.9:7000/p/" + std::string(40, 'b')}));
   write(dir, "seed-avg-part", header_of(AvgPart{Bytes(16, 0x77), 3, 128, 1}, 1));
   write(dir, "seed-avg-part-delta", header_of(AvgPartDelta{3, 1, 3}, 1));
+  write(dir, "seed-avg-part-average", header_of(AvgPart{Bytes(16, 0x77), 3, 128, 1, PartAnswer::kAverage}, 1));
+  write(dir, "seed-avg-part-delta-average", header_of(AvgPartDelta{3, 1, 3, PartAnswer::kAverage}, 1));
   write(dir, "seed-avg-state-request", header_of(AvgStateRequest{"run1", 7, 1 << 20, 1 << 20, 4, false, false}));
   write(dir, "seed-avg-state-describe", header_of(AvgStateRequest{"run1", std::nullopt, 0, 0, 0, true, false}));
   write(dir, "seed-avg-state-done", header_of(AvgStateRequest{"run1", std::nullopt, 0, 0, 0, false, true}));

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <future>
 #include <random>
 #include <thread>
@@ -202,20 +203,54 @@ TEST_CASE("All-reduce with codecs stays within each codec's bound", "[net][avg]"
     Group group = make_group(peers, setup);
     auto vectors = random_vectors(4, group.length(), 5);
     auto expected = weighted_mean(vectors, setup.weights, {0, 1, 2, 3});
-    // A part's error: each sender's contribution is rounded once on the way in and the delta once on the
-    // way back, so the result is within the bound of the values plus the bound of the deltas.
+    // A part's error: each sender's contribution is rounded once on the way in and the answer (the delta,
+    // or the average) once on the way back, so the result is within the bound of the values plus the
+    // bound of the answers.
     double bound = 0;
     for (const auto& v : vectors) bound = std::max(bound, error_bound(codec, v));
+    for (auto answer : {wire::PartAnswer::kAverage, wire::PartAnswer::kDelta}) {
+      auto round = vectors;
+      auto results = run_all(peers, group, round, setup, AllReduceOptions{.codec = codec, .answer = answer});
+      for (size_t i = 0; i < 4; ++i) {
+        INFO("codec " << codec_name(codec) << ", answer " << static_cast<int>(answer) << ", member " << i);
+        REQUIRE(results[i].is_ok());
+        double worst = 0;
+        for (size_t k = 0; k < expected.size(); ++k) worst = std::max(worst, std::abs(round[i][k] - expected[k]));
+        CHECK(worst <= 3 * bound);
+        CHECK(worst > 0);  // the codec really was used
+      }
+      group = make_group(peers, setup);
+    }
+  }
+}
+
+TEST_CASE("All-reduce: members that ask for the average end bit-identical, in every codec", "[net][avg]") {
+  zmq::context_t context;
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (size_t i = 0; i < 4; ++i) peers.push_back(std::make_unique<Peer>(context, &quiet()));
+  // Uneven weights and shares, a client (no reducer of its own) and values of mixed magnitude, so that
+  // adding a delta to one's own values would round differently on every member.
+  Setup setup{{AvgRole::kNode, AvgRole::kClient, AvgRole::kNode, AvgRole::kNode}, {3, 1, 7, 2}, {5003, 0, 2999, 6011}, 1021};
+  for (Codec codec : {Codec::kNone, Codec::kFloat16, Codec::kScaledFloat16, Codec::kUniform8Bit, Codec::kBlockwise8Bit}) {
+    Group group = make_group(peers, setup);
+    auto vectors = random_vectors(4, group.length(), 17);
+    for (size_t k = 0; k < vectors[0].size(); k += 3) vectors[1][k] *= 1000.0f;
     auto results = run_all(peers, group, vectors, setup, AllReduceOptions{.codec = codec});
     for (size_t i = 0; i < 4; ++i) {
       INFO("codec " << codec_name(codec) << ", member " << i);
       REQUIRE(results[i].is_ok());
-      double worst = 0;
-      for (size_t k = 0; k < expected.size(); ++k) worst = std::max(worst, std::abs(vectors[i][k] - expected[k]));
-      CHECK(worst <= 3 * bound);
-      CHECK(worst > 0);  // the codec really was used
+      CHECK(results[i]->averaged_fraction == 1.0);
+      CHECK(std::memcmp(vectors[i].data(), vectors[0].data(), vectors[0].size() * sizeof(float)) == 0);
     }
   }
+  // The same round answered with deltas leaves members apart in the last bits (what the average avoids).
+  Group group = make_group(peers, setup);
+  auto vectors = random_vectors(4, group.length(), 17);
+  for (size_t k = 0; k < vectors[0].size(); k += 3) vectors[1][k] *= 1000.0f;
+  auto results = run_all(peers, group, vectors, setup, AllReduceOptions{.answer = wire::PartAnswer::kDelta});
+  size_t differing = 0;
+  for (size_t k = 0; k < vectors[0].size(); ++k) differing += vectors[1][k] != vectors[0][k] ? 1 : 0;
+  CHECK(differing > 0);
 }
 
 TEST_CASE("All-reduce: a member that never shows up is banned as a sender and given up as a reducer", "[net][avg]") {

@@ -222,8 +222,16 @@ TEST_CASE("Golden bytes of every averaging message", "[unit][wire][golden]") {
   CHECK(golden(AvgPart{Bytes(16, 0x77), 3, 2.5, 1}, 1) ==
         envelope("cccb", "01",
                  "84a3676964c41077777777777777777777777777777777a369647803a177cb4004000000000000a5636f64656301"));
+  // Asking for the average itself adds "ans": 1 (left out for the delta, so older peers read the same bytes)
+  CHECK(golden(AvgPart{Bytes(16, 0x77), 3, 2.5, 1, PartAnswer::kAverage}, 1) ==
+        envelope("cccb", "01",
+                 "85a3676964c41077777777777777777777777777777777a369647803a177cb4004000000000000a5636f64656301"
+                 "a3616e7301"));
   // {"idx": 3, "codec": 1, "n": 3}, one payload frame
   CHECK(golden(AvgPartDelta{3, 1, 3}, 1) == envelope("cccc", "01", "83a369647803a5636f64656301a16e03"));
+  // {"idx": 3, "codec": 1, "n": 3, "ans": 1}: the payload is the average
+  CHECK(golden(AvgPartDelta{3, 1, 3, PartAnswer::kAverage}, 1) ==
+        envelope("cccc", "01", "84a369647803a5636f64656301a16e03a3616e7301"));
   // A stripe of a pinned epoch: {"key": "run1", "epoch": 7, "off": 1024, "len": 512, "codec": 1}
   CHECK(golden(AvgStateRequest{"run1", 7, 1024, 512, 1, false, false}) ==
         envelope("cccd", "00",

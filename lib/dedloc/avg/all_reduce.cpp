@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 
 #include "dedloc/avg/float_ops.hpp"
@@ -208,7 +209,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
     Deadline part_deadline = Deadline::after(std::min(options.reducer_timeout, deadline.remaining()));
     client->call(group->member(r.member).endpoint,
                  net::Outgoing::of(wire::AvgPart{group->id(), part.index, weight,
-                                                 static_cast<std::uint64_t>(options.codec)},
+                                                 static_cast<std::uint64_t>(options.codec), options.answer},
                                    std::move(frames)),
                  part_deadline,
                  [self = shared_from_this(), slot, position, deadline](Result<net::Incoming>&& reply) {
@@ -251,11 +252,17 @@ struct Sender : std::enable_shared_from_this<Sender> {
   }
 
   Status apply(const Part& part, const net::Incoming& reply) {
-    auto delta = reply.decode<wire::AvgPartDelta>();
-    if (!delta) return delta.status();
-    if (delta->part != part.index || delta->codec != static_cast<std::uint64_t>(options.codec) ||
+    auto answer = reply.decode<wire::AvgPartDelta>();
+    if (!answer) return answer.status();
+    if (answer->part != part.index || answer->codec != static_cast<std::uint64_t>(options.codec) ||
         reply.frames.size() != 1) {
       return error(Code::kMalformed, "a reducer answered part " + std::to_string(part.index) + " with another part or codec");
+    }
+    // A delta is added to our values; the average replaces them. A reducer may answer a part that asked for
+    // the average with a (zero) delta when nothing was weighed, never the other way round.
+    const bool average = answer->answer == wire::PartAnswer::kAverage;
+    if (average && options.answer != wire::PartAnswer::kAverage) {
+      return error(Code::kMalformed, "a reducer answered part " + std::to_string(part.index) + " with an average where we asked for a delta");
     }
     std::span<float> target = vector.subspan(static_cast<size_t>(part.begin), part.size());
     const zmq::message_t& frame = reply.frames[0];
@@ -263,16 +270,27 @@ struct Sender : std::enable_shared_from_this<Sender> {
     if (options.codec == Codec::kNone || options.codec == Codec::kFloat16) {
       // Straight from the frame (fp16 a chunk at a time): no part-sized decoding pass.
       if (frame.size() != encoded_bytes(options.codec, part.size())) {
-        return error(Code::kMalformed, "a delta of " + std::to_string(frame.size()) + " bytes for " +
+        return error(Code::kMalformed, "an answer of " + std::to_string(frame.size()) + " bytes for " +
                                            std::to_string(part.size()) + " values");
       }
       if (options.codec == Codec::kNone) {
-        float_ops::add(target, bytes);
+        if (average) {
+          std::memcpy(target.data(), bytes, target.size_bytes());
+        } else {
+          float_ops::add(target, bytes);
+        }
       } else {
         float_ops::for_each_fp16_chunk(bytes, part.size(), [&](size_t at, std::span<const float> chunk) {
-          float_ops::add(target.subspan(at, chunk.size()), reinterpret_cast<const std::uint8_t*>(chunk.data()));
+          auto into = target.subspan(at, chunk.size());
+          if (average) {
+            std::copy(chunk.begin(), chunk.end(), into.begin());
+          } else {
+            float_ops::add(into, reinterpret_cast<const std::uint8_t*>(chunk.data()));
+          }
         });
       }
+    } else if (average) {
+      DEDLOC_RETURN_IF_ERROR(decode(options.codec, bytes_of(frame), target));
     } else {
       std::span<float> values = std::span<float>(*scratch).first(part.size());
       DEDLOC_RETURN_IF_ERROR(decode(options.codec, bytes_of(frame), values));
@@ -390,6 +408,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
       *group_copy, *me, self.sends() ? vector.subspan(static_cast<size_t>(my_begin), static_cast<size_t>(my_elements)) : std::span<float>(),
       weight, buffer(workspace_, self.sends() ? 0 : static_cast<size_t>(my_elements)),
       buffer(reduce_scratch_, group.largest_part()), options.sender_timeout, options.centered_clip,
+      options.answer == wire::PartAnswer::kAverage ? std::optional<Codec>(options.codec) : std::nullopt,
       std::chrono::steady_clock::now(),
       [sender] { sender->changed.notify_all(); });
   if (options.on_progress) reducer->set_progress_callback(options.on_progress);

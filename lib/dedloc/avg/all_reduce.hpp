@@ -1,7 +1,14 @@
 // The butterfly all-reduce: every member averages the parts of the vector its plan share
-// assigned to it (ReducerRound), while it streams its own parts to the other reducers and adds back the
-// deltas they return. Senders keep a window of parts in flight per reducer, so sending, reducing and
-// returning overlap.
+// assigned to it (ReducerRound), while it streams its own parts to the other reducers and takes back what
+// they answer. Senders keep a window of parts in flight per reducer, so sending, reducing and returning
+// overlap.
+//
+// The answer (AllReduceOptions::answer): by default each reducer sends every member the same encoding of
+// its part's average, and a reducer's own values become what that encoding decodes to, so every member
+// that sends in the same codec ends the round with bit-identical values (which is what lets peers compare
+// parameter hashes: docs/architecture.md). Asking for the delta (average minus own values) instead keeps
+// each member's own precision under a lossy codec, at the price of members differing in the last bits:
+// right for averaging parameters in 8 bits, where the values are large and the differences small.
 //
 // The window: a sender keeps between `window` and `max_window` parts in flight per reducer, sized during
 // the round from the delivery rate and part round trip it measures (in_flight_window.hpp), and starting
@@ -42,7 +49,8 @@
 namespace dedloc::avg {
 
 struct AllReduceOptions {
-  Codec codec = Codec::kNone;                        // of the parts we send (deltas come back in it too)
+  Codec codec = Codec::kNone;                        // of the parts we send (answers come back in it too)
+  wire::PartAnswer answer = wire::PartAnswer::kAverage;  // what our parts come back as (see above)
   size_t window = 2;                                 // parts in flight to each reducer, at least (see above)
   size_t max_window = 32;                            // ... and at most
   size_t max_in_flight = 0;                          // parts in flight to all reducers together; 0: no cap

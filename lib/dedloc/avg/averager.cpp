@@ -76,7 +76,8 @@ std::string Averager::dialable_endpoint() const {
 }
 
 Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> vector, double weight,
-                                   size_t expected_peers, const std::string& what) {
+                                   size_t expected_peers, const std::string& what,
+                                   std::optional<wire::PartAnswer> answer) {
   if (prepared_ && (prepared_->what != what || prepared_->schema.hash != schema.hash)) withdraw();
   StepOutcome outcome;
   std::optional<Result<Group>> group;
@@ -97,7 +98,9 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
   outcome.group_id = (*group)->id();
   const auto began = std::chrono::steady_clock::now();
   const Deadline deadline = Deadline::after(options_.averaging_timeout);
-  auto result = all_reduce_->run(**group, vector, weight, options_.all_reduce, deadline);
+  AllReduceOptions all_reduce = options_.all_reduce;
+  if (answer) all_reduce.answer = *answer;
+  auto result = all_reduce_->run(**group, vector, weight, all_reduce, deadline);
   if (!result) return result.status();
   outcome.all_reduce = std::move(*result);
   outcome.all_reduce_time = std::chrono::steady_clock::now() - began;

@@ -76,9 +76,11 @@ class Averager {
   // `what` names the kind of round: peers average together only vectors of the same kind ("grad":
   // gradients, where aux peers help; "params": a trainer's periodic parameter averaging).
   // A round prepare()d for another `what` is withdrawn first. Weight 0 takes part without contributing
-  // (AllReduce::run): `vector` must then be finite.
+  // (AllReduce::run): `vector` must then be finite. `answer` overrides AveragerOptions::all_reduce.answer
+  // for this round (a trainer averages its parameters as deltas, its gradients as the identical average).
   Result<StepOutcome> step(const VectorSchema& schema, std::span<float> vector, double weight,
-                           size_t expected_peers = 0, const std::string& what = "grad");
+                           size_t expected_peers = 0, const std::string& what = "grad",
+                           std::optional<wire::PartAnswer> answer = std::nullopt);
 
   // Matchmaking ahead of time (docs/architecture.md): starts looking for a group for the `what` round in the
   // background and returns at once, so that the caller keeps computing while the group forms; step() for

@@ -18,14 +18,15 @@ ByteSpan bytes_of(const zmq::message_t& message) {
 
 ReducerRound::ReducerRound(const Group& group, size_t me, std::span<float> mine, double my_weight,
                            std::span<float> workspace, std::span<float> scratch, Duration sender_timeout,
-                           std::optional<CenteredClipOptions> centered_clip, TimePoint now,
-                           std::function<void()> on_done)
+                           std::optional<CenteredClipOptions> centered_clip, std::optional<Codec> own_answer,
+                           TimePoint now, std::function<void()> on_done)
     : group_(group),
       me_(me),
       parts_(group.parts_of(me)),
       own_values_(group.member(me).sends()),
       my_weight_(my_weight),
       centered_clip_(centered_clip),
+      own_answer_(own_values_ && own_answer && *own_answer != Codec::kNone ? own_answer : std::nullopt),
       mine_(mine),
       workspace_(workspace),
       scratch_(scratch),
@@ -127,7 +128,7 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
     state.weight += part.weight;
     ++state.contributions;
     ++unanswered_[slot];
-    state.pending.push_back(Pending{sender, *codec, part.weight, std::move(payload), std::move(replier)});
+    state.pending.push_back(Pending{sender, *codec, part.weight, part.answer, std::move(payload), std::move(replier)});
   }
   if (state.waiting_for == 0) complete(state, local, now);
 }
@@ -197,14 +198,23 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
     sum_to_scale = weighed;
   }
   state.own_unscaled = false;
+  answer_codec_.reset();
+  // Our own values as the senders that asked for the average receive it: rounded through the codec, the
+  // whole part at once (so before the block pass below takes anyone's delta from it).
+  if (weighed && own_answer_) {
+    if (sum_to_scale) float_ops::scale(avg, inverse);
+    sum_to_scale = false;
+    if (!decode(*own_answer_, encoded_average(*own_answer_, avg), avg).is_ok()) answer_codec_.reset();
+  }
   // The sum becomes the average, and each codec-none sender's delta is written over its frame, in one pass
   // over the part a block at a time: the block stays in L1 while every sender's delta is taken from it.
+  auto wants_delta = [&](const Pending& pending) { return pending.answer == wire::PartAnswer::kDelta || !weighed; };
   if (weighed) {
     for (size_t at = 0; at < avg.size(); at += float_ops::kChunk) {
       const std::span<float> block = avg.subspan(at, std::min(float_ops::kChunk, avg.size() - at));
       if (sum_to_scale) float_ops::scale(block, inverse);
       for (auto& pending : state.pending) {
-        if (pending.codec == Codec::kNone) {
+        if (pending.codec == Codec::kNone && wants_delta(pending)) {
           float_ops::subtract_from(block, static_cast<std::uint8_t*>(pending.payload.data()) + sizeof(float) * at);
         }
       }
@@ -213,11 +223,17 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
   std::span<float> delta = scratch_.first(grid.size());
   for (auto& pending : state.pending) {
     const size_t slot = slot_of_member_[pending.sender];
-    // The delta goes back in the sender's own frame, overwritten in place: same codec, same size (on_part
+    // The answer goes back in the sender's own frame, overwritten in place: same codec, same size (on_part
     // decoded it), and no allocation or fresh page per reply.
     auto* bytes = static_cast<std::uint8_t*>(pending.payload.data());
     const std::span<std::uint8_t> frame(bytes, pending.payload.size());
-    if (weighed && pending.codec == Codec::kNone) {
+    const wire::PartAnswer answer = wants_delta(pending) ? wire::PartAnswer::kDelta : wire::PartAnswer::kAverage;
+    if (answer == wire::PartAnswer::kAverage) {
+      // Every sender that asked gets the same bytes, encoded once per codec.
+      ByteSpan encoded = encoded_average(pending.codec, avg);
+      if (frame.size() != encoded.size()) pending.payload = zmq::message_t(encoded.size());
+      std::copy(encoded.begin(), encoded.end(), static_cast<std::uint8_t*>(pending.payload.data()));
+    } else if (weighed && pending.codec == Codec::kNone) {
       // its delta is written already (above)
     } else if (weighed && pending.codec == Codec::kFloat16) {
       float_ops::transform_fp16_chunks(bytes, avg.size(), [&](size_t at, std::span<float> chunk) {
@@ -238,7 +254,7 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
     std::vector<zmq::message_t> frames;
     frames.push_back(std::move(pending.payload));
     pending.replier.reply(
-        wire::AvgPartDelta{grid.index, static_cast<std::uint64_t>(pending.codec), state.contributions},
+        wire::AvgPartDelta{grid.index, static_cast<std::uint64_t>(pending.codec), state.contributions, answer},
         std::move(frames));
     --unanswered_[slot];
     last_heard_[slot] = now;  // its window has room again: from now on, silence is its own
@@ -248,6 +264,15 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
   state.complete = true;
   if (on_part_complete_) on_part_complete_();
   if (--incomplete_ == 0 && on_done_) on_done_();
+}
+
+ByteSpan ReducerRound::encoded_average(Codec codec, std::span<const float> avg) {
+  if (answer_codec_ != codec) {
+    answer_bytes_.resize(encoded_bytes(codec, avg.size()));
+    encode(codec, avg, answer_bytes_);
+    answer_codec_ = codec;
+  }
+  return answer_bytes_;
 }
 
 void ReducerRound::check_senders(TimePoint now) {

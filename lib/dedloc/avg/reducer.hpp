@@ -39,9 +39,12 @@ class ReducerRound {
   // empty for an aux member, which accumulates in `workspace` (at least our range's size).
   // `scratch`: at least the group's largest part. Both buffers outlive the round; the owner reuses them.
   // `on_done` runs (under the round's lock: keep it to a notify) when the last part completes.
+  // `own_answer`: set when we send and asked our reducers for the average itself (wire::PartAnswer) in a
+  // lossy codec: our own averaged values become what that codec's encoding of the average decodes to, the
+  // values the senders that asked for it receive, so that members end the round bit-identical.
   ReducerRound(const Group& group, size_t me, std::span<float> mine, double my_weight, std::span<float> workspace,
                std::span<float> scratch, Duration sender_timeout, std::optional<CenteredClipOptions> centered_clip,
-               TimePoint now, std::function<void()> on_done);
+               std::optional<Codec> own_answer, TimePoint now, std::function<void()> on_done);
 
   // A part from member `sender`. Answers through `replier` now (a refusal) or when the part completes.
   void on_part(size_t sender, const wire::AvgPart& part, zmq::message_t payload, net::Replier replier, TimePoint now);
@@ -64,7 +67,8 @@ class ReducerRound {
     size_t sender;
     Codec codec;
     double weight;
-    zmq::message_t payload;  // kept to compute this sender's delta when the part completes
+    wire::PartAnswer answer;  // what the sender asked to receive
+    zmq::message_t payload;   // kept to compute this sender's delta when the part completes (then its answer)
     net::Replier replier;
   };
   struct PartState {
@@ -89,6 +93,8 @@ class ReducerRound {
   // into `avg`.
   void clip_average(const PartState& state, std::span<float> avg);
   void complete(PartState& state, size_t local, TimePoint now);
+  // The average in `codec`, encoded once per part into answer_bytes_ (answer_codec_ says for which codec).
+  ByteSpan encoded_average(Codec codec, std::span<const float> avg);
   void ban(size_t slot, TimePoint now);
 
   mutable std::mutex mutex_;
@@ -98,6 +104,9 @@ class ReducerRound {
   bool own_values_;  // we send too: our contribution is already in the accumulator, in place in `mine`
   double my_weight_;
   std::optional<CenteredClipOptions> centered_clip_;
+  std::optional<Codec> own_answer_;
+  std::vector<std::uint8_t> answer_bytes_;  // a part's average, encoded for the senders that asked for it
+  std::optional<Codec> answer_codec_;       // the codec answer_bytes_ holds the current part in; none: stale
   std::vector<float> clip_points_;   // centered clip: a part's contributions, decoded (reused between parts)
   std::vector<double> clip_weights_;
   std::vector<float> clip_scratch_;

@@ -462,8 +462,10 @@ void Trainer::average_parameters() {
   p.gradients.read_parameters();
   p.ema.pause();
   auto breaker = interruptible();
+  // As deltas: under a lossy codec each peer keeps its parameters' own precision (the average itself would
+  // round every parameter to the codec), at the price of peers differing in the last bits afterwards.
   auto outcome = p.swarm.averager().step(p.gradients.schema(), p.gradients.values(), 1.0, p.swarm.others() + 1,
-                                         "params." + std::to_string(epoch_));
+                                         "params." + std::to_string(epoch_), wire::PartAnswer::kDelta);
   p.ema.resume(now_seconds());
   Logger::Line line(options_.log, LogLevel::kInfo, kLog);
   line << "epoch " << epoch_ << ": ";

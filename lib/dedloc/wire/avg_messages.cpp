@@ -152,25 +152,45 @@ Result<AvgJoinRefused> AvgJoinRefused::decode(MapReader in) {
 }
 
 // ---- AvgPart / AvgPartDelta ----
+namespace {
+
+Status read_answer(std::uint64_t wire_value, PartAnswer& answer, std::string_view message) {
+  if (wire_value > static_cast<std::uint64_t>(PartAnswer::kAverage)) {
+    return malformed(message, "unknown answer kind " + std::to_string(wire_value));
+  }
+  answer = static_cast<PartAnswer>(wire_value);
+  return {};
+}
+
+}  // namespace
+
 void AvgPart::encode(MapWriter& out) const {
   out.put_binary("gid", group_id).put("idx", part).put("w", weight).put("codec", codec);
+  if (answer != PartAnswer::kDelta) out.put("ans", static_cast<std::uint64_t>(answer));
 }
 
 Result<AvgPart> AvgPart::decode(MapReader in) {
   AvgPart m;
-  in.get("gid", m.group_id).get("idx", m.part).get("w", m.weight).get("codec", m.codec);
+  std::uint64_t answer = 0;
+  in.get("gid", m.group_id).get("idx", m.part).get("w", m.weight).get("codec", m.codec).get_optional("ans", answer);
   DEDLOC_RETURN_IF_ERROR(in.status());
+  DEDLOC_RETURN_IF_ERROR(read_answer(answer, m.answer, kName));
   DEDLOC_RETURN_IF_ERROR(check_group_id(m.group_id, kName));
   if (!std::isfinite(m.weight) || m.weight < 0) return malformed(kName, "weight must be a finite number >= 0");
   return m;
 }
 
-void AvgPartDelta::encode(MapWriter& out) const { out.put("idx", part).put("codec", codec).put("n", senders); }
+void AvgPartDelta::encode(MapWriter& out) const {
+  out.put("idx", part).put("codec", codec).put("n", senders);
+  if (answer != PartAnswer::kDelta) out.put("ans", static_cast<std::uint64_t>(answer));
+}
 
 Result<AvgPartDelta> AvgPartDelta::decode(MapReader in) {
   AvgPartDelta m;
-  in.get("idx", m.part).get("codec", m.codec).get_optional("n", m.senders);
+  std::uint64_t answer = 0;
+  in.get("idx", m.part).get("codec", m.codec).get_optional("n", m.senders).get_optional("ans", answer);
   DEDLOC_RETURN_IF_ERROR(in.status());
+  DEDLOC_RETURN_IF_ERROR(read_answer(answer, m.answer, kName));
   return m;
 }
 

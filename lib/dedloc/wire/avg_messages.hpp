@@ -6,7 +6,9 @@
 // everyone), or at once with AvgJoinRefused saying why and, when it knows one, which leader to try.
 // All-reduce: each sender sends every part of the vector to the part's reducer as AvgPart (one payload
 // frame, in the sender's codec); the reducer answers each when that part is averaged, with AvgPartDelta:
-// the average minus what the sender sent, in the same codec.
+// the average minus what the sender sent, in the same codec, or, when the part asked for it
+// (PartAnswer::kAverage), the average itself: the same bytes to every sender that asked, so that all of
+// them end the round with bit-identical values.
 // State download: a joiner asks a donor for its training state with AvgStateRequest, one bounded stripe of
 // the flattened tensors at a time (and the state's description first); the donor answers each with
 // AvgStateReply (the epoch and schema hash the stripe belongs to, and the stripe in one payload frame), or
@@ -101,6 +103,11 @@ struct AvgJoinRefused {
   static Result<AvgJoinRefused> decode(MapReader in);
 };
 
+// What a sender asks its part's reducer to answer with. The delta keeps the sender's own precision where
+// the codec is lossy (parameters averaged in 8 bits lose only the delta's rounding); the average is the
+// same for every member (gradients, pseudo-gradients: values whose members must agree to the bit).
+enum class PartAnswer : std::uint8_t { kDelta = 0, kAverage = 1 };
+
 struct AvgPart {
   static constexpr MessageType kType = MessageType::kAvgPart;
   static constexpr std::string_view kName = "AvgPart";
@@ -108,6 +115,7 @@ struct AvgPart {
   std::uint64_t part = 0;    // index in the group's part grid
   double weight = 0;         // the sender's weight (samples accumulated); the same in all its parts
   std::uint64_t codec = 0;   // avg::Codec of the payload frame
+  PartAnswer answer = PartAnswer::kDelta;  // "ans", left out when kDelta (older peers send none)
 
   void encode(MapWriter& out) const;
   static Result<AvgPart> decode(MapReader in);
@@ -119,6 +127,9 @@ struct AvgPartDelta {
   std::uint64_t part = 0;
   std::uint64_t codec = 0;
   std::uint64_t senders = 0;  // contributions averaged into this part (fewer than the group: some failed)
+  // What the payload is. kDelta also answers a part that asked for the average when nothing was weighed
+  // (a zero delta: every sender keeps its values).
+  PartAnswer answer = PartAnswer::kDelta;
 
   void encode(MapWriter& out) const;
   static Result<AvgPartDelta> decode(MapReader in);

@@ -40,7 +40,7 @@ TEST_CASE("Reducer: a contribution holding NaN or Inf is refused and leaves the 
   std::vector<float> mine = own;
   std::vector<float> scratch(4);
   const auto now = std::chrono::steady_clock::now();
-  ReducerRound reducer(*group, 0, mine, 2.0, {}, scratch, 10s, std::nullopt, now, [] {});
+  ReducerRound reducer(*group, 0, mine, 2.0, {}, scratch, 10s, std::nullopt, std::nullopt, now, [] {});
 
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   const std::vector<float> a = {10.0f, 11.0f, -12.0f, 13.0f, 14.0f, 15.0f};
