@@ -57,7 +57,9 @@ std::string announced(const std::string& listen, const std::string& host) {
 // One line per global step and per state download, for scripts and tests that follow a run.
 void print_event(const train::TrainerEvent& e) {
   nlohmann::json line = {{"event", train::to_string(e.kind)}, {"epoch", e.epoch}};
-  if (e.kind != train::TrainerEvent::Kind::kLoadedState) {
+  if (e.kind == train::TrainerEvent::Kind::kLoadedState) {
+    line["resync"] = e.resync;
+  } else {
     line["loss"] = e.loss;
     line["samples"] = e.samples;
     line["bytes_sent"] = e.bytes_sent;

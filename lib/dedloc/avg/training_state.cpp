@@ -114,4 +114,17 @@ std::span<const float> TrainingState::tensor(size_t i) const {
                                                static_cast<size_t>(offsets_.at(i + 1) - offsets_.at(i)));
 }
 
+std::uint64_t parameters_hash(const TrainingState& state) {
+  crypto::Hasher hasher;
+  for (size_t i = 0; i < state.size(); ++i) {
+    if (state.tensors()[i].name.rfind("param/", 0) != 0) continue;
+    auto values = state.tensor(i);
+    hasher.update(ByteSpan(reinterpret_cast<const std::uint8_t*>(values.data()), values.size_bytes()));
+  }
+  const auto digest = hasher.finish();
+  std::uint64_t hash = 0;
+  for (size_t k = 0; k < 8; ++k) hash |= static_cast<std::uint64_t>(digest[k]) << (8 * k);
+  return hash == 0 ? 1 : hash;
+}
+
 }  // namespace dedloc::avg

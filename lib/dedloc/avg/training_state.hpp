@@ -82,4 +82,10 @@ class TrainingState {
   Bytes schema_hash_ = avg::schema_hash({});
 };
 
+// A fingerprint of the state's parameters: the first 8 bytes (little-endian) of the BLAKE2b of its "param/"
+// tensors' float32 values, in order. Peers publish it in their progress records at each epoch, so that one
+// whose parameters left the swarm's notices (collab/divergence.hpp); equal parameters, equal hashes, and a
+// single flipped bit changes it. Never 0 (0 means "none" on the wire).
+std::uint64_t parameters_hash(const TrainingState& state);
+
 }  // namespace dedloc::avg

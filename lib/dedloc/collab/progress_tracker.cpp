@@ -27,7 +27,7 @@ ProgressTracker::~ProgressTracker() {
 void ProgressTracker::report(PeerProgress local) {
   local.time = SystemClock::instance().unix_seconds();
   std::lock_guard lock(mutex_);
-  bool epoch_changed = !local_ || local_->epoch != local.epoch;
+  bool epoch_changed = !local_ || local_->epoch != local.epoch || local_->params_hash != local.params_hash;
   bool first_rate = !published_rate_ && local.samples_per_second > 0;
   local_ = std::move(local);
   if (epoch_changed || first_rate) wake_.notify_all();
@@ -39,6 +39,11 @@ CollaborationState ProgressTracker::state() const {
   if (local_) peers.push_back(*local_);
   return estimate_collaboration(peers, options_.target_batch_size, SystemClock::instance().unix_seconds(),
                                 options_.estimate);
+}
+
+std::vector<PeerProgress> ProgressTracker::others_records() const {
+  std::lock_guard lock(mutex_);
+  return others_;
 }
 
 size_t ProgressTracker::others() const {
@@ -61,7 +66,7 @@ void ProgressTracker::run() {
   std::unique_lock lock(mutex_);
   // A new epoch, or a first rate, of ours: news the others are likely making too (the header says why).
   auto news = [this] {
-    return local_ && (!published_epoch_ || *published_epoch_ != local_->epoch ||
+    return local_ && (!published_epoch_ || *published_epoch_ != local_->epoch || published_hash_ != local_->params_hash ||
                       (!published_rate_ && local_->samples_per_second > 0));
   };
   while (!stopping_) {
@@ -74,6 +79,7 @@ void ProgressTracker::run() {
       // the stored record's and the DHT would refuse it.
       snapshot.time = SystemClock::instance().unix_seconds();
       published_epoch_ = snapshot.epoch;
+      published_hash_ = snapshot.params_hash;
       published_rate_ = snapshot.samples_per_second > 0;
       last_publish_ = now;
       if (is_news) next_fetch_ = std::min(next_fetch_, now + from_seconds(options_.estimate.min_refresh_seconds));

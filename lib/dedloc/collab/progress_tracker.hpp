@@ -2,7 +2,7 @@
 // of its own, so the training loop never waits on the network to ask "is the global batch there yet?".
 //
 // The loop reports its local progress after every micro-batch (cheap: a copy under a lock). The thread
-// publishes it when the epoch changed, when it first has a rate (a record without one promises nothing:
+// publishes it when the epoch (or the parameters' hash) changed, when it first has a rate (a record without one promises nothing:
 // others extrapolate a record's samples by its rate), and otherwise every ttl/3 (records expire after
 // `record_ttl`; a crashed peer drops out of everyone's estimate by then). It reads everyone's records as
 // often as estimate_collaboration's next_refresh_seconds says, and at most min_refresh_seconds after
@@ -51,6 +51,8 @@ class ProgressTracker {
   void refresh_now();
   // Removes our record (on leaving), after stopping the background thread.
   Status withdraw(Deadline deadline);
+  // The other peers' records as the last read returned them (collab/divergence.hpp reads them).
+  std::vector<PeerProgress> others_records() const;
   // How many peers' records the last read returned (others than us), for logs.
   size_t others() const;
 
@@ -70,6 +72,7 @@ class ProgressTracker {
   std::uint64_t fetches_done_ = 0;
   std::optional<PeerProgress> local_;
   std::optional<std::uint64_t> published_epoch_;
+  std::uint64_t published_hash_ = 0;
   bool published_rate_ = false;  // the last published record had a rate (samples_per_second > 0)
   TimePoint last_publish_{};
   TimePoint next_fetch_{};

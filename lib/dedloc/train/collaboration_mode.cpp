@@ -3,7 +3,12 @@
 namespace dedloc::train {
 
 std::string_view to_string(CollaborationMode mode) {
-  return mode == CollaborationMode::kDiloco ? "diloco" : "synchronous";
+  switch (mode) {
+    case CollaborationMode::kSynchronous: return "synchronous";
+    case CollaborationMode::kDelayed: return "delayed";
+    case CollaborationMode::kDiloco: return "diloco";
+  }
+  return "?";
 }
 
 Result<CollaborationOptions> read_collaboration_options(ConfigReader section) {
@@ -13,11 +18,14 @@ Result<CollaborationOptions> read_collaboration_options(ConfigReader section) {
   auto bad = [&](const std::string& what) { return error(Code::kInvalidArgument, section.where() + ": " + what); };
   if (mode == "synchronous") {
     options.mode = CollaborationMode::kSynchronous;
+  } else if (mode == "delayed") {
+    options.mode = CollaborationMode::kDelayed;
   } else if (mode == "diloco") {
     options.mode = CollaborationMode::kDiloco;
   } else {
-    return bad("mode: '" + mode + "' is not a mode (synchronous or diloco)");
+    return bad("mode: '" + mode + "' is not a mode (synchronous, delayed or diloco)");
   }
+  section.read("resync_divergent", options.resync_divergent);
   // The outer keys mean nothing to a synchronous run: given there, they are a mistake worth naming.
   for (std::string_view key : {"inner_batch_size", "outer_lr", "outer_momentum", "outer_nesterov"}) {
     if (section.has(key) && options.mode != CollaborationMode::kDiloco) {

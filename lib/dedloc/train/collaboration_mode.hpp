@@ -3,6 +3,12 @@
 //   synchronous (default)  DeDLOC's exact large-batch SGD: peers accumulate gradients until the swarm has
 //                          gathered training.target_batch_size samples, average them, and every peer applies
 //                          the same optimizer step.
+//   delayed                hivemind's delayed parameter updates: the peer averages a global batch's gradients in
+//                          the background while it computes the next batch on the parameters it has, and applies
+//                          the averaged step when the round ends, usually early in that next batch. The swarm
+//                          still takes one step per global batch with the same averaged gradients everywhere,
+//                          but each batch's gradients were computed on parameters one step old (at most): a
+//                          staleness of one step, bought with averaging hidden behind compute.
 //   diloco                 DiLoCo (Douillard et al. 2023): each peer steps its own copy of the model with the
 //                          recipe's optimizer every `inner_batch_size` of its own samples (inner steps, local
 //                          optimizer state). When the swarm has processed target_batch_size samples (the outer
@@ -25,9 +31,9 @@
 
 namespace dedloc::train {
 
-enum class CollaborationMode { kSynchronous, kDiloco };
+enum class CollaborationMode { kSynchronous, kDelayed, kDiloco };
 
-std::string_view to_string(CollaborationMode mode);  // "synchronous", "diloco"
+std::string_view to_string(CollaborationMode mode);  // "synchronous", "delayed", "diloco"
 
 struct CollaborationOptions {
   CollaborationMode mode = CollaborationMode::kSynchronous;
@@ -37,6 +43,9 @@ struct CollaborationOptions {
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
   bool outer_nesterov = true;
+  // Every mode: a peer whose parameter hash disagrees with the majority of the swarm at its epoch downloads
+  // a donor's state (collab/divergence.hpp). Off for runs whose groups are meant to be smaller than the swarm.
+  bool resync_divergent = true;
 };
 
 // Reads the "collaboration:" section (absent: synchronous); errors name the key and the file.

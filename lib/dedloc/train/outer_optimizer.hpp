@@ -9,6 +9,9 @@
 //
 // θ_outer and the momentum are what a joiner downloads and a checkpoint keeps (the trainer registers them
 // as the state's "param/" and "outer_momentum/" tensors); load a state into them, then restart_local().
+// They live on the host in float32 whatever the model's device, and the outer step is plain float
+// arithmetic without FMA contraction, so that peers on different hardware (a GPU among CPUs) end every
+// outer step with bit-identical θ_outer: the all-reduce gives them the same average (avg/all_reduce.hpp).
 #pragma once
 
 #include <span>
@@ -27,7 +30,7 @@ class OuterOptimizer {
   const NamedTensors& outer_parameters() const { return outer_; }
   const NamedTensors& momentum() const { return momentum_; }
 
-  void pseudo_gradient_into(std::span<float> out) const;
+  void pseudo_gradient_into(std::span<float> out);
   void apply(std::span<const float> averaged);
   void restart_local();
   void adopt_local();

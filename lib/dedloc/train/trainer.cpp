@@ -8,6 +8,7 @@
 
 #include "dedloc/collab/checkpoint.hpp"
 #include "dedloc/collab/deadline_estimator.hpp"
+#include "dedloc/collab/divergence.hpp"
 #include "dedloc/collab/step_outcome.hpp"
 #include "dedloc/core/bytes.hpp"
 #include "dedloc/crypto/hash.hpp"
@@ -28,6 +29,12 @@ constexpr Duration kLastCatchUpRetry = std::chrono::seconds(10);
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string to_hex_u64(std::uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(value));
+  return text;
 }
 
 bool all_finite(std::span<const float> values) {
@@ -109,6 +116,8 @@ struct Trainer::Parts {
   GradientBuffer gradients;
   std::unique_ptr<OuterOptimizer> outer;     // DiLoCo only: θ_outer and the outer momentum
   std::optional<collab::DeadlineEstimator> round_deadline;  // with adaptive_averaging_timeout
+  collab::DivergenceWatch divergence;        // with collaboration.resync_divergent
+  std::uint64_t params_hash = 0;             // avg::parameters_hash of the state we serve, in our progress record
   StateTensors state;
   SwarmPresence swarm;
   LossTally loss;
@@ -117,6 +126,7 @@ struct Trainer::Parts {
   TimePoint next_catch_up{};                 // no download attempt before this (backoff)
   Duration catch_up_retry = kFirstCatchUpRetry;
   std::uint64_t states_loaded_at_start = 0;  // a joining peer's first download, for run()'s report
+  std::vector<std::string> resync_exclude;   // donors whose parameters were not the majority's either
   std::uint64_t rounds_averaged = 0;         // gradient rounds averaged with a group, for the metrics record
   std::uint64_t bytes_sent = 0;              // averaging payload bytes sent, every round
   std::uint64_t samples_computed = 0;
@@ -177,6 +187,13 @@ avg::TrainingState Trainer::snapshot() const {
   return std::move(*state);
 }
 
+void Trainer::serve_current_state() {
+  auto& p = *parts_;
+  auto state = std::make_shared<const avg::TrainingState>(snapshot());
+  p.params_hash = avg::parameters_hash(*state);
+  p.swarm.serve_state(std::move(state));
+}
+
 void Trainer::describe_parameters(TrainerEvent& event) const {
   crypto::Hasher hasher;
   double squares = 0;
@@ -211,7 +228,7 @@ Status Trainer::load_state(const avg::TrainingState& state) {
   }));
   epoch_ = state.epoch();
   p.gradients.clear();  // computed on the parameters we had
-  p.swarm.serve_state(std::make_shared<const avg::TrainingState>(snapshot()));
+  serve_current_state();
   return Status();
 }
 
@@ -242,7 +259,7 @@ Status Trainer::start_in_swarm() {
   DEDLOC_RETURN_IF_ERROR(p.swarm.start());
   // The swarm's model must be ours: compare with the schema the first peers published.
   DEDLOC_RETURN_IF_ERROR(p.swarm.check_schema(p.gradients.schema()));
-  p.swarm.serve_state(std::make_shared<const avg::TrainingState>(snapshot()));
+  serve_current_state();
   p.swarm.tracker().report(local_progress());
   p.swarm.tracker().refresh_now();
   TrainerReport at_start;
@@ -288,6 +305,7 @@ collab::PeerProgress Trainer::local_progress() const {
   progress.client_mode = options_.averaging.role == avg::AvgRole::kClient;
   progress.bandwidth = options_.averaging.bandwidth;
   progress.compute = parts_->ema.samples_per_second();
+  progress.params_hash = parts_->params_hash;
   return progress;
 }
 
@@ -409,6 +427,7 @@ void Trainer::step(TrainerReport& report) {
   }
   if (apply) {
     apply_gradients(outcome);
+    p.divergence.on_step(outcome == collab::StepOutcome::kAveraged && facts.averaged_fraction >= 1);
   } else if (p.outer) {
     p.outer->restart_local();  // the inner steps of a skipped outer step are discarded
   }
@@ -435,8 +454,8 @@ void Trainer::step(TrainerReport& report) {
   const auto every = options_.training.average_parameters_every;
   if (apply && every > 0 && epoch_ % every == 0 && p.swarm.others() > 0) average_parameters();
   p.gradients.clear();
+  serve_current_state();  // first: our progress record carries the new parameters' hash
   p.swarm.tracker().report(local_progress());
-  p.swarm.serve_state(std::make_shared<const avg::TrainingState>(snapshot()));
   publish_donor_and_metrics(true);
   if (!options_.checkpoint_dir.empty() && options_.training.checkpoint_every > 0 &&
       epoch_ % options_.training.checkpoint_every == 0) {
@@ -483,7 +502,7 @@ void Trainer::average_parameters() {
   }
 }
 
-Status Trainer::catch_up(TrainerReport& report) {
+Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swarm_hash) {
   auto& p = *parts_;
   if (std::chrono::steady_clock::now() < p.next_catch_up) return Status();
   // Until it succeeds, the next attempt waits longer (reset below).
@@ -493,6 +512,7 @@ Status Trainer::catch_up(TrainerReport& report) {
   download.run_id = options_.run_id;
   download.expected_schema = p.state.schema;
   if (!p.swarm.donor_endpoint().empty()) download.exclude.push_back(p.swarm.donor_endpoint());
+  download.exclude.insert(download.exclude.end(), p.resync_exclude.begin(), p.resync_exclude.end());
   download.max_donors = 1;  // optimizer statistics are not averaged: stripes must come from one peer
   download.log = options_.log;
   p.ema.pause();
@@ -504,15 +524,32 @@ Status Trainer::catch_up(TrainerReport& report) {
   p.ema.resume(now_seconds());
   if (!downloaded) return downloaded.status().with_context("downloading the swarm's state");
   p.catch_up_retry = kFirstCatchUpRetry;  // the donors answered: a later failure is a new story
-  if (downloaded->state.epoch() <= epoch_) return Status();
+  const std::string donor = downloaded->donors.empty() ? "?" : downloaded->donors.front().address;
+  if (downloaded->state.epoch() < epoch_) return Status();
+  if (downloaded->state.epoch() == epoch_) {
+    if (!swarm_hash) return Status();  // nothing newer than ours
+    // A resync: only the majority's parameters will do; a donor that differs too is passed over next time.
+    if (avg::parameters_hash(downloaded->state) != *swarm_hash) {
+      if (auto address = net::PeerAddress::parse(donor)) p.resync_exclude.push_back(address->endpoint);
+      return error(Code::kUnavailable, "donor " + donor + "'s parameters at epoch " + std::to_string(epoch_) +
+                                           " are not the swarm's majority's either");
+    }
+  }
   auto from = epoch_;
   DEDLOC_RETURN_IF_ERROR(load_state(downloaded->state));
   ++report.states_loaded;
-  Logger::Line(options_.log, LogLevel::kInfo, kLog) << "caught up: loaded the state at epoch " << epoch_
-                                                    << " (we were at " << from << ") from "
-                                                    << (downloaded->donors.empty() ? "?" : downloaded->donors.front().address);
+  p.resync_exclude.clear();
+  if (swarm_hash) {
+    p.divergence.on_resynced(epoch_);
+    Logger::Line(options_.log, LogLevel::kInfo, kLog) << "resynced: loaded the swarm's state at epoch " << epoch_
+                                                      << " (we were at " << from << ") from " << donor;
+  } else {
+    Logger::Line(options_.log, LogLevel::kInfo, kLog) << "caught up: loaded the state at epoch " << epoch_
+                                                      << " (we were at " << from << ") from " << donor;
+  }
   if (options_.on_event) {
     TrainerEvent event{.kind = TrainerEvent::Kind::kLoadedState, .epoch = epoch_};
+    event.resync = swarm_hash.has_value();
     if (options_.hash_parameters) describe_parameters(event);
     options_.on_event(event);
   }
@@ -623,6 +660,7 @@ Status Trainer::train_until(TrainerReport& report) {
       }
       continue;
     }
+    if (resync_if_diverged(report)) continue;
     if (state.batch_ready() || state.epoch > epoch_) {
       DEDLOC_RETURN_IF_ERROR(guard_torch("taking global step " + std::to_string(epoch_ + 1), [&] { step(report); }));
     } else {
@@ -631,6 +669,30 @@ Status Trainer::train_until(TrainerReport& report) {
     publish_donor_and_metrics(false);
   }
   return Status();
+}
+
+bool Trainer::resync_if_diverged(TrainerReport& report) {
+  auto& p = *parts_;
+  if (!options_.collaboration.resync_divergent || !p.divergence.enabled()) return false;
+  const auto verdict = collab::judge_divergence(p.swarm.tracker().others_records(), local_progress());
+  switch (p.divergence.on_verdict(verdict, epoch_)) {
+    case collab::DivergenceWatch::Action::kNone: return false;
+    case collab::DivergenceWatch::Action::kGiveUp:
+      Logger::Line(options_.log, LogLevel::kWarning, kLog)
+          << "epoch " << epoch_ << ": our parameters differ from the swarm's again right after a resync and a step "
+          << "averaged in full: this peer's hardware or libraries round the optimizer step differently; no more "
+          << "resyncs for divergence (collaboration.resync_divergent)";
+      return false;
+    case collab::DivergenceWatch::Action::kResync: break;
+  }
+  if (std::chrono::steady_clock::now() < p.next_catch_up) return false;  // the backoff after a failed attempt
+  Logger::Line(options_.log, LogLevel::kInfo, kLog)
+      << "epoch " << epoch_ << ": our parameters differ from those of " << verdict.agreeing << " of the " << verdict.peers
+      << " peers (hash " << to_hex_u64(p.params_hash) << " against " << to_hex_u64(verdict.swarm_hash)
+      << "): downloading theirs";
+  auto caught = catch_up(report, verdict.swarm_hash);
+  if (!caught.is_ok() && !stopping()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
+  return true;
 }
 
 Result<bool> Trainer::compute_micro_batch() {

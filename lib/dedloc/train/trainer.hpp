@@ -64,6 +64,9 @@ struct TrainerEvent {
   // kAveraged: how long the all-reduce took, and the deadline it had.
   double averaging_seconds = 0;
   double averaging_deadline = 0;
+  // kLoadedState: a resync (our parameters had left the majority's: collab/divergence.hpp) rather than a
+  // catch-up with a swarm that was ahead.
+  bool resync = false;
   // With TrainerOptions::hash_parameters, what the parameters are after the step or download, so that a
   // test can tell a joiner that loaded the swarm's parameters from one that only took its epoch number.
   // params_hash: a BLAKE2b of every parameter's float32 values, in the model's order, as 16 hex digits;
@@ -171,7 +174,13 @@ class Trainer {
   void match_ahead(const collab::CollaborationState& state);
   void average_parameters();
   // One download attempt, unless the backoff after a failed one has not yet passed (then ok, nothing done).
-  Status catch_up(TrainerReport& report);
+  // With `swarm_hash` (a resync, collab/divergence.hpp) a state at our own epoch is loaded too, if its
+  // parameters carry that hash.
+  Status catch_up(TrainerReport& report, std::optional<std::uint64_t> swarm_hash = std::nullopt);
+  // A resync when the progress records say our parameters left the majority's; true when it tried one.
+  bool resync_if_diverged(TrainerReport& report);
+  // Snapshots the state, serves it to joiners and hashes its parameters for our progress record.
+  void serve_current_state();
   // The joiner's download at start: attempts until the swarm is no longer ahead of us; kCancelled when stopped.
   Status catch_up_at_start(TrainerReport& report);
   bool stopping() const { return should_stop_ && should_stop_(); }

@@ -26,6 +26,7 @@ Bytes encode_progress(const ProgressRecord& p) {
       .put("client", p.client_mode)
       .put("bw", p.bandwidth)
       .put("flops", p.compute);
+  if (p.params_hash != 0) value.put("ph", p.params_hash);
   return value.to_bytes();
 }
 
@@ -36,7 +37,8 @@ Result<ProgressRecord> decode_progress(ByteSpan value) {
   if (!reader) return reader.status();
   ProgressRecord p;
   reader->get("epoch", p.epoch).get("n", p.samples_accumulated).get("sps", p.samples_per_second).get("t", p.time)
-      .get_optional("client", p.client_mode).get_optional("bw", p.bandwidth).get_optional("flops", p.compute);
+      .get_optional("client", p.client_mode).get_optional("bw", p.bandwidth).get_optional("flops", p.compute)
+      .get_optional("ph", p.params_hash);
   DEDLOC_RETURN_IF_ERROR(reader->status());
   for (double x : {p.samples_per_second, p.time, p.bandwidth, p.compute}) {
     if (!std::isfinite(x) || x < 0) return error(Code::kMalformed, "progress record: a negative or non-finite number");
@@ -51,7 +53,8 @@ const RecordSchema& progress_schema() {
                                                                     {"t", FieldKind::kNumber, true, 0},
                                                                     {"client", FieldKind::kBool, false},
                                                                     {"bw", FieldKind::kNumber, false, 0},
-                                                                    {"flops", FieldKind::kNumber, false, 0}}};
+                                                                    {"flops", FieldKind::kNumber, false, 0},
+                                                                    {"ph", FieldKind::kCount, false}}};
   return schema;
 }
 

@@ -78,6 +78,9 @@ struct ProgressRecord {
   bool client_mode = false;                // "client": behind NAT, it sends gradients but reduces nothing
   double bandwidth = 0;                    // "bw": bytes/s it can move each way (dedloc-plan --live)
   double compute = 0;                      // "flops": samples/s it computes at best, for the planner
+  // "ph": a fingerprint of the peer's parameters at `epoch` (avg::parameters_hash; DiLoCo: of θ_outer), so
+  // that a peer whose parameters left the swarm's notices (collab/divergence.hpp); 0: none published.
+  std::uint64_t params_hash = 0;
   std::string peer;                        // not in the value: the owner subkey, filled by readers
 
   bool operator==(const ProgressRecord&) const = default;

@@ -1,0 +1,48 @@
+#include "dedloc/collab/divergence.hpp"
+
+#include <map>
+
+namespace dedloc::collab {
+
+DivergenceVerdict judge_divergence(const std::vector<PeerProgress>& others, const PeerProgress& own) {
+  DivergenceVerdict verdict;
+  verdict.peers = others.size() + 1;
+  std::map<std::uint64_t, size_t> at_our_epoch;
+  if (own.params_hash != 0) ++at_our_epoch[own.params_hash];
+  for (const auto& record : others) {
+    if (record.epoch == own.epoch && record.params_hash != 0) ++at_our_epoch[record.params_hash];
+  }
+  for (const auto& [hash, count] : at_our_epoch) {
+    if (2 * count > verdict.peers) {
+      verdict.swarm_hash = hash;
+      verdict.agreeing = count;
+    }
+  }
+  verdict.diverged = own.params_hash != 0 && verdict.swarm_hash != 0 && verdict.swarm_hash != own.params_hash;
+  return verdict;
+}
+
+DivergenceWatch::Action DivergenceWatch::on_verdict(const DivergenceVerdict& verdict, std::uint64_t epoch) {
+  if (!enabled_) return Action::kNone;
+  if (!verdict.diverged) {
+    // Agreeing with a majority after the resync's epoch: the resync held.
+    if (resynced_at_ && verdict.swarm_hash != 0 && epoch > *resynced_at_) resynced_at_.reset();
+    return Action::kNone;
+  }
+  if (resynced_at_ && epoch > *resynced_at_ && stepped_in_full_since_) {
+    enabled_ = false;
+    return Action::kGiveUp;
+  }
+  return Action::kResync;
+}
+
+void DivergenceWatch::on_resynced(std::uint64_t epoch) {
+  resynced_at_ = epoch;
+  stepped_in_full_since_ = false;
+}
+
+void DivergenceWatch::on_step(bool averaged_in_full) {
+  if (resynced_at_) stepped_in_full_since_ = averaged_in_full;
+}
+
+}  // namespace dedloc::collab

@@ -1,0 +1,60 @@
+// Whether this peer's parameters have left the swarm's, from the parameter hashes in the progress records
+// (wire::ProgressRecord::params_hash, avg::parameters_hash), and what the trainer does about it
+// (docs/architecture.md, "Divergence"). Sans-IO: the trainer passes what its tracker read.
+//
+// Members of one all-reduce end it bit-identical (avg/all_reduce.hpp), and the same optimizer on the same
+// values then takes the same step, so peers that averaged every step together carry equal hashes. A peer
+// whose step went otherwise (it stepped alone, a reducer failed mid-round, a bug) carries another, and
+// would go on training parameters nobody else has: it should download the swarm's state instead.
+//
+//   diverged  a strict majority of the run's live records (ours included, records without a hash
+//             counted against it) are at our epoch with one hash, and ours differs. A majority of all, not
+//             only of those at our epoch, so that the first peers to publish an epoch cannot outvote the
+//             rest before they report; with two peers nothing is ever decided (nobody is the majority).
+//
+// DivergenceWatch turns verdicts into actions. A resync is a download of a donor's state whose hash is the
+// majority's. If the first step after a resync was averaged in full and we still differ, our hardware or
+// libraries compute the optimizer step differently in the last bits (a GPU among CPUs, another BLAS):
+// resyncing every step would only cost downloads, so the watch gives up, and says so once.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "dedloc/collab/progress.hpp"
+
+namespace dedloc::collab {
+
+struct DivergenceVerdict {
+  bool diverged = false;
+  std::uint64_t swarm_hash = 0;  // the majority's hash, when there is one at our epoch
+  size_t agreeing = 0;           // records carrying swarm_hash
+  size_t peers = 0;              // live records counted, ours included
+};
+
+// `others`: the other peers' live records; `own`: ours (its epoch and params_hash).
+DivergenceVerdict judge_divergence(const std::vector<PeerProgress>& others, const PeerProgress& own);
+
+class DivergenceWatch {
+ public:
+  enum class Action {
+    kNone,
+    kResync,  // download the state of a donor whose hash is verdict.swarm_hash
+    kGiveUp,  // we differ again right after a resync and a step averaged in full: stop resyncing (log it)
+  };
+
+  Action on_verdict(const DivergenceVerdict& verdict, std::uint64_t epoch);
+  // A resync loaded a state at `epoch` carrying the majority's hash.
+  void on_resynced(std::uint64_t epoch);
+  // A step was taken: `averaged_in_full` when the whole vector came back averaged from a group.
+  void on_step(bool averaged_in_full);
+  bool enabled() const { return enabled_; }
+
+ private:
+  bool enabled_ = true;
+  std::optional<std::uint64_t> resynced_at_;  // the epoch of the last resync, until we agree again
+  bool stepped_in_full_since_ = false;       // since that resync, the latest step was averaged in full
+};
+
+}  // namespace dedloc::collab

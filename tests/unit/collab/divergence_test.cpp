@@ -1,0 +1,78 @@
+// collab/divergence.hpp: who has left the swarm's parameters, judged from hand-made progress records, and
+// the watch's resync / give-up decisions.
+#include <catch2/catch.hpp>
+
+#include "dedloc/collab/divergence.hpp"
+
+using namespace dedloc;
+using namespace dedloc::collab;
+
+namespace {
+
+PeerProgress record(std::uint64_t epoch, std::uint64_t hash) {
+  PeerProgress progress;
+  progress.epoch = epoch;
+  progress.params_hash = hash;
+  return progress;
+}
+
+}  // namespace
+
+TEST_CASE("Divergence: a strict majority of the live peers at our epoch with another hash says we diverged",
+          "[unit][collab]") {
+  const auto verdict = judge_divergence({record(5, 0xA), record(5, 0xA)}, record(5, 0xB));
+  CHECK(verdict.diverged);
+  CHECK(verdict.swarm_hash == 0xA);
+  CHECK(verdict.agreeing == 2);
+  CHECK(verdict.peers == 3);
+
+  // We are the majority: the others are the ones to resync.
+  const auto ours = judge_divergence({record(5, 0xA), record(5, 0xB), record(5, 0xB)}, record(5, 0xB));
+  CHECK_FALSE(ours.diverged);
+  CHECK(ours.swarm_hash == 0xB);
+}
+
+TEST_CASE("Divergence: nothing is decided without a majority of all live peers", "[unit][collab]") {
+  // Two peers: neither is a majority against the other.
+  CHECK_FALSE(judge_divergence({record(5, 0xA)}, record(5, 0xB)).diverged);
+  // The first two peers to publish epoch 5 cannot outvote the three still at epoch 4.
+  const auto early = judge_divergence({record(5, 0xA), record(5, 0xA), record(4, 0xC), record(4, 0xC)}, record(5, 0xB));
+  CHECK_FALSE(early.diverged);
+  CHECK(early.swarm_hash == 0);
+  // A split swarm (each group averaged apart) has no majority.
+  CHECK_FALSE(judge_divergence({record(5, 0xA), record(5, 0xC), record(5, 0xC)}, record(5, 0xA)).diverged);
+  // Records without a hash (older peers) count among the live, never for a side.
+  CHECK_FALSE(judge_divergence({record(5, 0xA), record(5, 0xA), record(5, 0), record(5, 0)}, record(5, 0xB)).diverged);
+  // Without a hash of our own there is nothing to compare.
+  CHECK_FALSE(judge_divergence({record(5, 0xA), record(5, 0xA)}, record(5, 0)).diverged);
+  // Peers at other epochs do not count for a side, however many.
+  CHECK_FALSE(judge_divergence({record(6, 0xA), record(6, 0xA), record(6, 0xA)}, record(5, 0xB)).diverged);
+}
+
+TEST_CASE("Divergence watch: resync, then give up when a step averaged in full leaves us apart again",
+          "[unit][collab]") {
+  DivergenceWatch watch;
+  const DivergenceVerdict apart{true, 0xA, 2, 3};
+  const DivergenceVerdict agreeing{false, 0xA, 3, 3};
+
+  CHECK(watch.on_verdict(apart, 7) == DivergenceWatch::Action::kResync);
+  watch.on_resynced(7);
+  // Agreeing at the resync's epoch proves nothing yet; agreeing after a later step does.
+  CHECK(watch.on_verdict(agreeing, 7) == DivergenceWatch::Action::kNone);
+  watch.on_step(true);
+  CHECK(watch.on_verdict(agreeing, 8) == DivergenceWatch::Action::kNone);
+
+  // Apart again later, after steps that agreed: a new divergence, resynced like the first.
+  watch.on_step(false);
+  CHECK(watch.on_verdict(apart, 12) == DivergenceWatch::Action::kResync);
+  watch.on_resynced(12);
+  // The next step was local (no group): being apart is explained, resync again.
+  watch.on_step(false);
+  CHECK(watch.on_verdict(apart, 13) == DivergenceWatch::Action::kResync);
+  watch.on_resynced(13);
+  // The next step averaged in full and we are still apart: our arithmetic differs. Give up, once.
+  watch.on_step(true);
+  CHECK(watch.on_verdict(apart, 14) == DivergenceWatch::Action::kGiveUp);
+  CHECK_FALSE(watch.enabled());
+  CHECK(watch.on_verdict(apart, 15) == DivergenceWatch::Action::kNone);
+}
