@@ -52,7 +52,7 @@ struct ModePrediction {
   double averaged_batch = 0;   // samples per averaging round: B, or H·B
   CollaborationPlan plan;      // the plan for averaged_batch: its steps are averaging rounds (outer steps)
   // Per peer (in peer order): bytes it uploads per sample the swarm computes (T_i / averaged_batch; the
-  // same amount arrives). Their sum is the swarm's bytes per sample, what `dedloc-avg monitor` measures.
+  // same amount arrives). Their sum is the swarm's bytes per sample, the prediction of `dedloc-avg monitor`'s.
   std::vector<double> upload_bytes_per_sample;
 
   double swarm_upload_bytes_per_sample() const;
