@@ -320,6 +320,12 @@ void records_seeds(const fs::path& dir) {
   write(dir, "seed-progress-client", cat({Bytes{0}, collab::encode_progress(client)}));
   write(dir, "seed-metrics", cat({Bytes{1}, metrics_value}));
   write(dir, "seed-metrics-aux", cat({Bytes{1}, collab::encode_metrics(aux)}));
+  collab::PeerMetrics diloco = metrics;  // with the mode fields
+  diloco.mode = "diloco";
+  diloco.inner_steps = 8;
+  diloco.bytes_sent = 123456789;
+  diloco.samples_computed = 65536;
+  write(dir, "seed-metrics-diloco", cat({Bytes{1}, collab::encode_metrics(diloco)}));
 
   const auto me = crypto::PeerId::from_public_key(fuzz::identity().public_key());
   MapWriter listing;
@@ -362,8 +368,8 @@ void records_seeds(const fs::path& dir) {
         cat({Bytes{5, static_cast<std::uint8_t>(1 | 2 | 4 | (2 << 3))}, prefixed(bytes_of("run")), prefixed({}), u16le(60),
              prefixed(Bytes(64, 0x5a)), metrics_value}));
 
-  // A swarm: two trainers, a client, an aux peer.
-  Bytes swarm{6, 6};
+  // A swarm: two trainers (one in DiLoCo mode), a client, an aux peer.
+  Bytes swarm{6, 7};
   auto add = [&](std::uint8_t kind, const std::string& subkey, const Bytes& value) {
     swarm = cat({swarm, Bytes{kind}, prefixed(bytes_of(subkey)), prefixed(value)});
   };
@@ -373,6 +379,7 @@ void records_seeds(const fs::path& dir) {
   add(0, "peer-c", progress_value);
   add(1, "peer-c", collab::encode_metrics(metrics));
   add(1, "aux-1", collab::encode_metrics(aux));
+  add(3, "-d", collab::encode_metrics(diloco));
   write(dir, "seed-swarm", swarm);
 }
 

@@ -18,7 +18,8 @@
 //      identity's owner marker in the subkey and sign the entry with it (fixtures.hpp), so that the
 //      fuzzer reaches the schemas behind the signature check; what sign_entry signed verifies
 //   6  a count, then per record: kind byte, subkey (prefixed), value (prefixed); the decodable ones go
-//      into summarize_swarm, whose picture must be consistent and whose JSON must parse
+//      into summarize_swarm, whose picture must be consistent (modes among the known words, bytes per sample
+//      finite and only for peers that computed) and whose JSON must parse
 #include <cmath>
 #include <set>
 #include <string>
@@ -197,8 +198,14 @@ void swarm(fuzz::Input& in) {
     DEDLOC_FUZZ_CHECK(peer.contribution >= 0 && peer.contribution <= 1 + 1e-9);
     DEDLOC_FUZZ_CHECK(peer.age_seconds >= 0);
     contributions += peer.contribution;
+    DEDLOC_FUZZ_CHECK(peer.mode.empty() || peer.mode == "synchronous" || peer.mode == "diloco");
+    DEDLOC_FUZZ_CHECK(peer.bytes_per_sample.has_value() == (peer.samples_computed > 0));
+    if (peer.bytes_per_sample) DEDLOC_FUZZ_CHECK(std::isfinite(*peer.bytes_per_sample) && *peer.bytes_per_sample >= 0);
   }
   DEDLOC_FUZZ_CHECK(contributions <= 1 + 1e-6);
+  DEDLOC_FUZZ_CHECK(view.mode.empty() || view.mode == "synchronous" || view.mode == "diloco" || view.mode == "mixed");
+  if (view.inner_steps) DEDLOC_FUZZ_CHECK(*view.inner_steps >= 1);
+  if (view.bytes_per_sample) DEDLOC_FUZZ_CHECK(std::isfinite(*view.bytes_per_sample) && *view.bytes_per_sample >= 0);
   monitor::MonitorCounters counters{3, 1, now};
   auto json = nlohmann::json::parse(monitor::state_json("run", view, counters), nullptr, false);
   DEDLOC_FUZZ_CHECK(!json.is_discarded() && json.is_object());

@@ -133,6 +133,28 @@ TEST_CASE("Golden bytes of a metrics record", "[unit][wire][golden][records]") {
   back = wire::decode_metrics(unhex(no_loss));
   REQUIRE(back.is_ok());
   CHECK(*back == m);
+  // A record without the mode fields (an aux peer's, or from before them): not said, and nothing counted.
+  CHECK(back->mode.empty());
+  CHECK(back->inner_steps == 0);
+  CHECK(back->bytes_sent == 0);
+  CHECK(back->samples_computed == 0);
+
+  // A DiLoCo trainer says its mode, its inner steps per outer step and what it sent for what it computed.
+  m.mode = "diloco";
+  m.inner_steps = 8;
+  m.bytes_sent = 123456789;
+  m.samples_computed = 65536;
+  // {"epoch": 12, "sps": 41.5, "steps": 7, "t": 1700000000.5, "role": "trainer", "B": 4096, "rounds": 9,
+  //  "mode": "diloco", "inner": 8, "sent": 123456789, "computed": 65536}
+  const std::string diloco =
+      "8ba565706f63680ca3737073cb4044c00000000000a5737465707307a174cb41d954fc40200000"
+      "a4726f6c65a7747261696e6572a142cd1000a6726f756e647309"
+      "a46d6f6465a664696c6f636fa5696e6e657208a473656e74ce075bcd15a8636f6d7075746564ce00010000";
+  CHECK(hex(wire::encode_metrics(m)) == diloco);
+  back = wire::decode_metrics(unhex(diloco));
+  REQUIRE(back.is_ok());
+  CHECK(*back == m);
+  CHECK(validate("run1_metrics", unhex(diloco)).is_ok());
 }
 
 TEST_CASE("Golden bytes of a donor record", "[unit][wire][golden][records]") {

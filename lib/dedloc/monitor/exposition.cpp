@@ -12,6 +12,8 @@ nlohmann::json optional_number(const std::optional<double>& x) {
   return x ? nlohmann::json(*x) : nlohmann::json(nullptr);
 }
 
+nlohmann::json optional_text(const std::string& x) { return x.empty() ? nlohmann::json(nullptr) : nlohmann::json(x); }
+
 }  // namespace
 
 std::string state_json(const std::string& run_id, const SwarmView& view, const MonitorCounters& counters) {
@@ -25,7 +27,12 @@ std::string state_json(const std::string& run_id, const SwarmView& view, const M
                      {"samples_accumulated", p.samples_accumulated},
                      {"rounds", p.rounds},
                      {"contribution", p.contribution},
-                     {"age_seconds", p.age_seconds}});
+                     {"age_seconds", p.age_seconds},
+                     {"mode", optional_text(p.mode)},
+                     {"inner_steps", p.inner_steps},
+                     {"bytes_sent", p.bytes_sent},
+                     {"samples_computed", p.samples_computed},
+                     {"bytes_per_sample", optional_number(p.bytes_per_sample)}});
   }
   nlohmann::json state = {{"run_id", run_id},
                           {"time", view.time},
@@ -39,11 +46,15 @@ std::string state_json(const std::string& run_id, const SwarmView& view, const M
                           {"target_batch_size", view.target_batch_size},
                           {"samples_accumulated", view.samples_accumulated},
                           {"eta_seconds", optional_number(view.eta_seconds)},
+                          {"mode", optional_text(view.mode)},
+                          {"inner_steps", optional_number(view.inner_steps)},
+                          {"bytes_per_sample", optional_number(view.bytes_per_sample)},
                           {"peers", std::move(peers)},
                           {"monitor", {{"polls", counters.polls},
                                        {"poll_errors", counters.poll_errors},
                                        {"last_poll_time", counters.last_poll_time}}}};
-  // Peer ids are hex (swarm_view.hpp) and roles one of three words, so nothing here can be invalid UTF-8.
+  // Peer ids are hex (swarm_view.hpp), roles one of three words and modes one of two (wire/records.cpp), so
+  // nothing here can be invalid UTF-8.
   return state.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -69,6 +80,20 @@ std::string metrics_text(const std::string& run_id, const SwarmView& view, const
     out.family("dedloc_eta_seconds", Type::kGauge, "Estimated seconds until the next global step.")
         .sample(*view.eta_seconds, run);
   }
+  if (!view.mode.empty()) {
+    out.family("dedloc_collaboration_mode", Type::kGauge,
+               "1 for the collaboration mode the trainers say (synchronous, delayed, diloco, or mixed when they disagree).")
+        .sample(1, {{"run", run_id}, {"mode", view.mode}});
+  }
+  if (view.inner_steps) {
+    out.family("dedloc_inner_steps", Type::kGauge, "Mean inner steps per outer step of the DiLoCo peers.")
+        .sample(*view.inner_steps, run);
+  }
+  if (view.bytes_per_sample) {
+    out.family("dedloc_bytes_per_sample", Type::kGauge,
+               "Averaging bytes the peers sent per sample they computed, since each started.")
+        .sample(*view.bytes_per_sample, run);
+  }
   auto per_peer = [&](const char* name, const char* help, auto value) {
     out.family(name, Type::kGauge, help);
     for (const auto& p : view.peers) {
@@ -83,6 +108,12 @@ std::string metrics_text(const std::string& run_id, const SwarmView& view, const
            [](const PeerView& p) { return p.loss; });
   per_peer("dedloc_peer_averaging_rounds", "Averaging rounds each peer took part in (resets when it restarts).",
            [](const PeerView& p) { return std::optional<double>(static_cast<double>(p.rounds)); });
+  per_peer("dedloc_peer_inner_steps", "Inner steps each DiLoCo peer took in its last outer step.",
+           [](const PeerView& p) {
+             return p.mode == "diloco" ? std::optional<double>(static_cast<double>(p.inner_steps)) : std::nullopt;
+           });
+  per_peer("dedloc_peer_bytes_per_sample", "Averaging bytes each peer sent per sample it computed, since it started.",
+           [](const PeerView& p) { return p.bytes_per_sample; });
   per_peer("dedloc_peer_record_age_seconds", "Seconds since each peer last refreshed its records.",
            [](const PeerView& p) { return std::optional<double>(p.age_seconds); });
   out.family("dedloc_monitor_polls_total", Type::kCounter, "DHT reads of the run's records that succeeded.")

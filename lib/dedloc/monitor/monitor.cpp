@@ -48,6 +48,9 @@ std::string summary_line(const SwarmView& v) {
        << " samples/s";
   if (v.mean_loss) line << ", loss " << std::setprecision(4) << *v.mean_loss;
   if (v.eta_seconds) line << ", next step in " << std::setprecision(1) << *v.eta_seconds << " s";
+  if (!v.mode.empty()) line << ", " << v.mode;
+  if (v.inner_steps) line << ", " << std::setprecision(1) << *v.inner_steps << " inner steps per outer step";
+  if (v.bytes_per_sample) line << ", " << std::setprecision(1) << *v.bytes_per_sample << " bytes/sample";
   return line.str();
 }
 

@@ -17,7 +17,8 @@
 
 namespace dedloc::monitor {
 
-// "epoch 12: 3 peer(s) (2 trainer, 0 client, 1 aux), 512.0 samples/s, loss 1.2345, next step in 3.5 s".
+// "epoch 12: 3 peer(s) (2 trainer, 0 client, 1 aux), 512.0 samples/s, loss 1.2345, next step in 3.5 s, diloco,
+// 8.0 inner steps per outer step, 1530.2 bytes/sample" (the last three when the peers say them).
 std::string summary_line(const SwarmView& view);
 
 class Monitor {

@@ -23,6 +23,29 @@ namespace {
 
 int role_rank(const std::string& role) { return role == "trainer" ? 0 : role == "client" ? 1 : 2; }
 
+// The mode, inner steps and bytes per sample of each peer and of the swarm. Sums in double: the counters
+// come from the network and may be anything up to 2^64.
+void summarize_modes(SwarmView& view) {
+  double sent = 0, computed = 0, inner = 0;
+  size_t diloco_peers = 0;
+  for (auto& r : view.peers) {
+    if (r.samples_computed > 0) {
+      r.bytes_per_sample = static_cast<double>(r.bytes_sent) / static_cast<double>(r.samples_computed);
+    }
+    sent += static_cast<double>(r.bytes_sent);
+    computed += static_cast<double>(r.samples_computed);
+    if (r.inner_steps > 0) {
+      inner += static_cast<double>(r.inner_steps);
+      ++diloco_peers;
+    }
+    if (r.role == "aux" || r.mode.empty()) continue;
+    if (view.mode.empty()) view.mode = r.mode;
+    else if (view.mode != r.mode) view.mode = "mixed";
+  }
+  if (computed > 0) view.bytes_per_sample = sent / computed;
+  if (diloco_peers > 0) view.inner_steps = inner / static_cast<double>(diloco_peers);
+}
+
 }  // namespace
 
 SwarmView summarize_swarm(const std::vector<collab::PeerProgress>& progress,
@@ -56,6 +79,10 @@ SwarmView summarize_swarm(const std::vector<collab::PeerProgress>& progress,
     r.epoch = std::max(r.epoch, m.epoch);
     r.loss = m.loss;
     r.rounds = m.rounds;
+    r.mode = m.mode;
+    r.inner_steps = m.inner_steps;
+    r.bytes_sent = m.bytes_sent;
+    r.samples_computed = m.samples_computed;
     if (r.samples_per_second == 0) r.samples_per_second = m.samples_per_second;  // the progress record is fresher
     view.target_batch_size = std::max(view.target_batch_size, m.target_batch_size);
     if (m.loss && m.role != "aux") {
@@ -78,6 +105,7 @@ SwarmView summarize_swarm(const std::vector<collab::PeerProgress>& progress,
   for (auto& r : view.peers) {
     if (r.role != "aux" && view.samples_per_second > 0) r.contribution = r.samples_per_second / view.samples_per_second;
   }
+  summarize_modes(view);
   std::sort(view.peers.begin(), view.peers.end(), [](const PeerView& a, const PeerView& b) {
     if (role_rank(a.role) != role_rank(b.role)) return role_rank(a.role) < role_rank(b.role);
     if (a.samples_per_second != b.samples_per_second) return a.samples_per_second > b.samples_per_second;

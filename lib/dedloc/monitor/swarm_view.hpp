@@ -8,6 +8,11 @@
 //   mean loss    the mean of the last-epoch losses the trainers report (peers without one yet do not count)
 //   ETA          until the global batch is gathered, when a trainer says how large it is ("B")
 //   contribution a trainer's share of the swarm's samples/s; an aux peer's is the rounds it reduced
+//   mode         the collaboration mode the trainers say (train/collaboration_mode.hpp); "mixed" when they
+//                disagree (peers of the two modes never average together: a misconfigured peer)
+//   inner steps  DiLoCo: inner steps per outer step, each peer's last, and their mean over the swarm
+//   bytes/sample averaging bytes sent per sample computed, each peer's since it started, and the swarm's:
+//                Σ bytes sent / Σ samples computed (what dedloc-plan predicts as upload per sample)
 #pragma once
 
 #include <cstdint>
@@ -29,6 +34,11 @@ struct PeerView {
   std::uint64_t rounds = 0;               // averaging rounds it took part in
   double contribution = 0;                // share of the swarm's samples/s, 0..1
   double age_seconds = 0;                 // since its freshest record
+  std::string mode;                       // "synchronous" or "diloco"; empty when it did not say (aux, older)
+  std::uint64_t inner_steps = 0;          // diloco: inner steps it took in its last outer step
+  std::uint64_t bytes_sent = 0;           // averaging payload bytes it sent since it started
+  std::uint64_t samples_computed = 0;     // samples it computed since it started
+  std::optional<double> bytes_per_sample; // bytes_sent / samples_computed; none before it computed any
 };
 
 struct SwarmView {
@@ -40,6 +50,9 @@ struct SwarmView {
   std::uint64_t target_batch_size = 0;  // 0: no peer said
   double samples_accumulated = 0;
   std::optional<double> eta_seconds;    // none without a target batch or a rate
+  std::string mode;                     // the trainers' mode, "mixed" when they disagree; empty: none said
+  std::optional<double> inner_steps;    // mean inner steps per outer step of the peers that report some
+  std::optional<double> bytes_per_sample;  // Σ bytes_sent / Σ samples_computed; none before any sample
   std::vector<PeerView> peers;          // trainers first (fastest first), then clients, then aux
 
   size_t alive() const { return peers.size(); }

@@ -1,5 +1,6 @@
 #include "dedloc/plan/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -54,6 +55,40 @@ class Table {
  private:
   std::vector<std::vector<std::string>> rows_;
 };
+
+// "synchronous" or "diloco, H=8".
+std::string mode_label(const ModePrediction& m) {
+  if (m.mode.mode == CollaborationMode::kSynchronous) return "synchronous";
+  return "diloco, H=" + std::to_string(m.mode.inner_steps);
+}
+
+// "compute" or "communication: upload of 'a' (+2 tied)".
+std::string bound_line(const ModePrediction& m) {
+  const auto& p = m.plan.prediction;
+  if (m.bound() == Bound::kCompute) return bottleneck_line(m.plan.model, p);
+  return "communication: " + bottleneck_line(m.plan.model, p);
+}
+
+std::size_t busiest_uploader(const ModePrediction& m) {
+  const auto& u = m.upload_bytes_per_sample;
+  return static_cast<std::size_t>(std::max_element(u.begin(), u.end()) - u.begin());
+}
+
+// What both modes' JSON say of a prediction, without the plan.
+nlohmann::json mode_summary_json(const ModePrediction& m) {
+  const auto& p = m.plan.prediction;
+  return nlohmann::json{{"mode", mode_name(m.mode.mode)},
+                        {"inner_steps", m.mode.mode == CollaborationMode::kDiloco ? m.mode.inner_steps : 0},
+                        {"global_batch", m.global_batch},
+                        {"averaged_batch", m.averaged_batch},
+                        {"steps_per_second", p.steps_per_second},
+                        {"step_seconds", std::isfinite(p.step_seconds) ? nlohmann::json(p.step_seconds) : nlohmann::json()},
+                        {"samples_per_second", p.samples_per_second},
+                        {"bound", bound_name(m.bound())},
+                        {"bound_by", describe(m.plan.model, p.bottleneck)},
+                        {"upload_bytes_per_sample", m.swarm_upload_bytes_per_sample()},
+                        {"max_upload_bytes_per_sample", m.max_upload_bytes_per_sample()}};
+}
 
 }  // namespace
 
@@ -152,6 +187,101 @@ nlohmann::json plan_to_json(const CollaborationPlan& plan) {
     }
     out["strategies"].push_back(std::move(entry));
   }
+  return out;
+}
+
+std::string format_mode_plan(const ModePrediction& m) {
+  std::ostringstream out;
+  if (m.mode.mode == CollaborationMode::kSynchronous) {
+    out << "mode: synchronous, one all-reduce of the gradient per global batch of " << format("%g", m.global_batch)
+        << " samples\n";
+  } else {
+    out << "mode: diloco, " << m.mode.inner_steps << " inner steps per outer step: one all-reduce of the "
+        << "pseudo-gradient per outer batch of " << format("%g", m.averaged_batch) << " samples ("
+        << m.mode.inner_steps << " x " << format("%g", m.global_batch) << "); the steps below are outer steps\n";
+  }
+  out << format_plan_table(m.plan);
+  const std::size_t busiest = busiest_uploader(m);
+  out << "\nupload per sample: " << bytes(m.swarm_upload_bytes_per_sample()) << " from the swarm, at most "
+      << bytes(m.upload_bytes_per_sample[busiest]) << " from one peer ('" << m.plan.model.peer(busiest).name
+      << "'); bound by " << bound_name(m.bound()) << "\n";
+  return out.str();
+}
+
+nlohmann::json mode_plan_to_json(const ModePrediction& m) {
+  nlohmann::json out = plan_to_json(m.plan);  // its "batch" and "prediction" are per averaging round
+  const nlohmann::json summary = mode_summary_json(m);
+  for (const char* key : {"mode", "inner_steps", "global_batch", "averaged_batch", "bound", "upload_bytes_per_sample",
+                          "max_upload_bytes_per_sample"}) {
+    out[key] = summary[key];
+  }
+  for (std::size_t i = 0; i < m.upload_bytes_per_sample.size(); ++i) {
+    out["peers"][i]["upload_bytes_per_sample"] = m.upload_bytes_per_sample[i];
+  }
+  return out;
+}
+
+std::string format_mode_comparison(const ModeComparison& c) {
+  const auto& sync = c.synchronous;
+  const auto& diloco = c.diloco;
+  const CostModel& model = sync.plan.model;
+  const Collaboration& collaboration = model.collaboration();
+  std::ostringstream out;
+  out << model.size() << " peers, global batch " << format("%g", sync.global_batch) << ", model "
+      << format_count(collaboration.params) << " params x " << format("%g", bytes_per_value(collaboration.codec))
+      << " B (" << codec_name(collaboration.codec) << ") = " << bytes(model.gradient_bytes())
+      << " per all-reduce; DiLoCo with " << diloco.mode.inner_steps << " inner steps per outer step\n\n";
+
+  Table modes({"mode", "batch per all-reduce", "steps/s", "step time", "samples/s", "upload/sample (swarm)",
+               "upload/sample (max peer)", "bound by"});
+  for (const auto* m : {&sync, &diloco}) {
+    const auto& p = m->plan.prediction;
+    modes.add({mode_label(*m),
+               format("%g", m->averaged_batch) + (m->mode.mode == CollaborationMode::kDiloco ? " (outer)" : ""),
+               format("%.4g", p.steps_per_second), format_seconds(p.step_seconds), format("%.4g", p.samples_per_second),
+               bytes(m->swarm_upload_bytes_per_sample()), bytes(m->max_upload_bytes_per_sample()), bound_line(*m)});
+  }
+  modes.print(out);
+  const double sync_rate = sync.plan.prediction.samples_per_second;
+  const double diloco_bytes = diloco.swarm_upload_bytes_per_sample();
+  out << "\ndiloco over synchronous: "
+      << (sync_rate > 0 ? format("%.2fx", diloco.plan.prediction.samples_per_second / sync_rate) : std::string("inf"))
+      << " samples/s, " << (diloco_bytes > 0 ? format("%.3gx", sync.swarm_upload_bytes_per_sample() / diloco_bytes)
+                                             : std::string("inf"))
+      << " fewer bytes per sample\n\n";
+
+  Table peers({"peer", "synchronous role", "upload/sample", "diloco role", "upload/sample"});
+  for (std::size_t i = 0; i < model.size(); ++i) {
+    peers.add({model.peer(i).name, std::string(role_name(sync.plan.roles[i])), bytes(sync.upload_bytes_per_sample[i]),
+               std::string(role_name(diloco.plan.roles[i])), bytes(diloco.upload_bytes_per_sample[i])});
+  }
+  peers.print(out);
+  return out.str();
+}
+
+nlohmann::json mode_comparison_to_json(const ModeComparison& c) {
+  const CostModel& model = c.synchronous.plan.model;
+  const Collaboration& collaboration = model.collaboration();
+  nlohmann::json out;
+  out["global_batch"] = c.synchronous.global_batch;
+  out["inner_steps"] = c.diloco.mode.inner_steps;
+  out["params"] = collaboration.params;
+  out["codec"] = codec_name(collaboration.codec);
+  out["gradient_bytes"] = model.gradient_bytes();
+  for (const auto* m : {&c.synchronous, &c.diloco}) {
+    nlohmann::json entry = mode_summary_json(*m);
+    entry["method"] = method_name(m->plan.method);
+    entry["peers"] = nlohmann::json::array();
+    for (std::size_t i = 0; i < model.size(); ++i) {
+      entry["peers"].push_back({{"name", model.peer(i).name},
+                                {"role", role_name(m->plan.roles[i])},
+                                {"upload_bytes_per_sample", m->upload_bytes_per_sample[i]}});
+    }
+    out[std::string(mode_name(m->mode.mode))] = std::move(entry);
+  }
+  const double sync_rate = c.synchronous.plan.prediction.samples_per_second;
+  out["diloco_samples_speedup"] = sync_rate > 0 ? nlohmann::json(c.diloco.plan.prediction.samples_per_second / sync_rate)
+                                                : nlohmann::json();
   return out;
 }
 

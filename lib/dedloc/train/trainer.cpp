@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "dedloc/collab/checkpoint.hpp"
 #include "dedloc/collab/deadline_estimator.hpp"
@@ -130,6 +131,8 @@ struct Trainer::Parts {
   std::uint64_t rounds_averaged = 0;         // gradient rounds averaged with a group, for the metrics record
   std::uint64_t bytes_sent = 0;              // averaging payload bytes sent, every round
   std::uint64_t samples_computed = 0;
+  std::uint64_t inner_steps = 0;             // DiLoCo: inner steps since the last outer step was applied
+  std::uint64_t inner_steps_per_outer = 0;   // DiLoCo: those of the last outer step, for the metrics record
   double compute_seconds = 0;
   double started = 0;
   std::map<std::string, std::string> task_entries;  // Task::state_entries(), asked once
@@ -379,10 +382,12 @@ void Trainer::inner_step() {
   p.gradients.write_gradients();
   optimizer_.step(learning_rate(options_.schedule, epoch_));
   p.gradients.restart_accumulation();
+  ++p.inner_steps;
 }
 
 void Trainer::apply_gradients(collab::StepOutcome outcome) {
   auto& p = *parts_;
+  p.inner_steps_per_outer = std::exchange(p.inner_steps, 0);
   if (p.outer) {
     p.outer->apply(p.gradients.values());
   } else {
@@ -567,6 +572,10 @@ void Trainer::publish_donor_and_metrics(bool force) {
   metrics.role = options_.averaging.role == avg::AvgRole::kClient ? "client" : "trainer";
   metrics.target_batch_size = options_.training.target_batch_size;
   metrics.rounds = p.rounds_averaged;
+  metrics.mode = std::string(to_string(options_.collaboration.mode));
+  metrics.inner_steps = p.inner_steps_per_outer;
+  metrics.bytes_sent = p.bytes_sent;
+  metrics.samples_computed = p.samples_computed;
   p.swarm.publish_donor_and_metrics(metrics, force);
 }
 

@@ -72,6 +72,10 @@ Bytes encode_metrics(const MetricsRecord& m) {
       .put("role", m.role)
       .put("B", m.target_batch_size)
       .put("rounds", m.rounds);
+  if (!m.mode.empty()) value.put("mode", m.mode);
+  if (m.inner_steps > 0) value.put("inner", m.inner_steps);
+  if (m.bytes_sent > 0) value.put("sent", m.bytes_sent);
+  if (m.samples_computed > 0) value.put("computed", m.samples_computed);
   return value.to_bytes();
 }
 
@@ -85,7 +89,8 @@ Result<MetricsRecord> decode_metrics(ByteSpan value) {
   bool has_loss = reader->find("loss") != nullptr;
   reader->get("epoch", m.epoch).get_optional("loss", loss).get("sps", m.samples_per_second).get("steps", m.micro_steps)
       .get("t", m.time).get_optional("role", m.role).get_optional("B", m.target_batch_size)
-      .get_optional("rounds", m.rounds);
+      .get_optional("rounds", m.rounds).get_optional("mode", m.mode).get_optional("inner", m.inner_steps)
+      .get_optional("sent", m.bytes_sent).get_optional("computed", m.samples_computed);
   DEDLOC_RETURN_IF_ERROR(reader->status());
   if (has_loss) {
     if (!std::isfinite(loss)) return error(Code::kMalformed, "metrics record: a non-finite loss");
@@ -96,6 +101,10 @@ Result<MetricsRecord> decode_metrics(ByteSpan value) {
   }
   if (m.role != "trainer" && m.role != "client" && m.role != "aux") {
     return error(Code::kMalformed, "metrics record: unknown role (trainer, client or aux)");
+  }
+  // Absent is "not said"; present, it is one of the modes (a newer mode is a change of the record).
+  if (reader->find("mode") != nullptr && m.mode != "synchronous" && m.mode != "delayed" && m.mode != "diloco") {
+    return error(Code::kMalformed, "metrics record: unknown mode (synchronous, delayed or diloco)");
   }
   return m;
 }
@@ -108,7 +117,11 @@ const RecordSchema& metrics_schema() {
                                                                   {"t", FieldKind::kNumber, true, 0},
                                                                   {"role", FieldKind::kString, false},
                                                                   {"B", FieldKind::kCount, false},
-                                                                  {"rounds", FieldKind::kCount, false}}};
+                                                                  {"rounds", FieldKind::kCount, false},
+                                                                  {"mode", FieldKind::kString, false},
+                                                                  {"inner", FieldKind::kCount, false},
+                                                                  {"sent", FieldKind::kCount, false},
+                                                                  {"computed", FieldKind::kCount, false}}};
   return schema;
 }
 

@@ -96,7 +96,9 @@ const RecordSchema& progress_schema();  // "_progress"
 std::string metrics_key(std::string_view run_id);  // "{run_id}_metrics"
 
 // {"epoch": uint, "loss": float, "sps": float, "steps": uint, "t": float, "role": str, "B": uint,
-//  "rounds": uint}; "loss", "role", "B" and "rounds" are optional.
+//  "rounds": uint, "mode": str, "inner": uint, "sent": uint, "computed": uint}; all but "epoch", "sps",
+// "steps" and "t" are optional. "mode", "inner", "sent" and "computed" are written only when set (not
+// empty, not 0): a record without them (an aux peer's, an older trainer's) encodes as it did before them.
 struct MetricsRecord {
   std::uint64_t epoch = 0;               // "epoch"
   std::optional<double> loss;            // "loss": the mean micro-batch loss of the last epoch; absent before
@@ -108,12 +110,19 @@ struct MetricsRecord {
   std::uint64_t rounds = 0;              // "rounds": averaging rounds this peer took part in
   double time = 0;                       // "t": unix seconds
   std::string peer;                      // not in the value: the owner subkey, filled by readers
+  // The collaboration mode (train/collaboration_mode.hpp) and what it costs the network, for monitors:
+  std::string mode;                      // "mode": "synchronous" or "diloco"; empty: not said (aux peers, older
+                                         // trainers)
+  std::uint64_t inner_steps = 0;         // "inner": inner steps this peer took in its last outer step (diloco;
+                                         // 0 when synchronous or before its first outer step)
+  std::uint64_t bytes_sent = 0;          // "sent": averaging payload bytes it sent since it started
+  std::uint64_t samples_computed = 0;    // "computed": samples it computed since it started
 
   bool operator==(const MetricsRecord&) const = default;
 };
 
 Bytes encode_metrics(const MetricsRecord& metrics);
-// kMalformed for anything but a well-formed record (an unknown role included).
+// kMalformed for anything but a well-formed record (an unknown role or mode included).
 Result<MetricsRecord> decode_metrics(ByteSpan value);
 const RecordSchema& metrics_schema();  // "_metrics"
 

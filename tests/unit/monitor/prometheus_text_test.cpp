@@ -111,3 +111,37 @@ TEST_CASE("A monitor's /metrics parses strictly, with hostile peer ids and a mis
   CHECK(by_name.at("dedloc_monitor_polls_total").type == "counter");
   CHECK(by_name.at("dedloc_monitor_poll_errors_total").samples.at(0).value == 1);
 }
+
+TEST_CASE("/metrics shows the mode, inner steps and bytes per sample when the peers say them", "[unit][monitor]") {
+  SwarmView view;
+  view.trainers = 2;
+  view.aux = 1;
+  view.mode = "diloco";
+  view.inner_steps = 7.5;
+  view.bytes_per_sample = 1234.5;
+  view.peers = {{.peer_id = "aa", .role = "trainer", .mode = "diloco", .inner_steps = 8, .bytes_per_sample = 1000},
+                {.peer_id = "bb", .role = "trainer", .mode = "diloco", .inner_steps = 7},
+                {.peer_id = "cc", .role = "aux"}};
+  auto families = test::parse_prometheus_text(metrics_text("r", view, MonitorCounters{}));
+  std::map<std::string, test::PrometheusFamily> by_name;
+  for (auto& f : families) by_name[f.name] = f;
+  REQUIRE(by_name.at("dedloc_collaboration_mode").samples.size() == 1);
+  CHECK(by_name.at("dedloc_collaboration_mode").samples.at(0).labels.at("mode") == "diloco");
+  CHECK(by_name.at("dedloc_inner_steps").samples.at(0).value == 7.5);
+  CHECK(by_name.at("dedloc_bytes_per_sample").samples.at(0).value == 1234.5);
+  REQUIRE(by_name.at("dedloc_peer_inner_steps").samples.size() == 2);  // not the aux peer
+  CHECK(by_name.at("dedloc_peer_inner_steps").samples.at(1).value == 7);
+  REQUIRE(by_name.at("dedloc_peer_bytes_per_sample").samples.size() == 1);  // only the peer that computed
+  CHECK(by_name.at("dedloc_peer_bytes_per_sample").samples.at(0).labels.at("peer") == "aa");
+
+  // Peers that say nothing of it (older trainers): no swarm-wide mode, inner steps or bytes per sample.
+  SwarmView old;
+  old.trainers = 1;
+  old.peers = {{.peer_id = "aa", .role = "trainer"}};
+  for (const auto& f : test::parse_prometheus_text(metrics_text("r", old, MonitorCounters{}))) {
+    INFO(f.name);
+    CHECK(f.name != "dedloc_collaboration_mode");
+    CHECK(f.name != "dedloc_inner_steps");
+    CHECK(f.name != "dedloc_bytes_per_sample");
+  }
+}
