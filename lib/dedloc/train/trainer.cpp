@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -106,6 +107,13 @@ struct StateTensors {
 };
 
 // Everything with torch types or network objects, kept out of the header.
+// Delayed mode: a step whose gradients are being averaged in the background while the next batch computes.
+struct DelayedStep {
+  collab::StepFacts facts;
+  Trainer::StepInputs inputs;
+  std::future<Result<avg::StepOutcome>> round;
+};
+
 struct Trainer::Parts {
   Parts(zmq::context_t& context, dht::Node& node, const crypto::Identity& identity, const NamedTensors& parameters,
         SwarmPresenceOptions presence, const CollaborationOptions& collaboration)
@@ -116,6 +124,7 @@ struct Trainer::Parts {
 
   GradientBuffer gradients;
   std::unique_ptr<OuterOptimizer> outer;     // DiLoCo only: θ_outer and the outer momentum
+  std::unique_ptr<DelayedStep> delayed;      // delayed mode: the step in flight, if any
   std::optional<collab::DeadlineEstimator> round_deadline;  // with adaptive_averaging_timeout
   collab::DivergenceWatch divergence;        // with collaboration.resync_divergent
   std::uint64_t params_hash = 0;             // avg::parameters_hash of the state we serve, in our progress record
@@ -302,13 +311,14 @@ Status Trainer::catch_up_at_start(TrainerReport& report) {
 
 collab::PeerProgress Trainer::local_progress() const {
   collab::PeerProgress progress;
-  progress.epoch = epoch_;
+  progress.epoch = progress_epoch();
   progress.samples_accumulated = parts_->gradients.samples();
   progress.samples_per_second = parts_->ema.samples_per_second();
   progress.client_mode = options_.averaging.role == avg::AvgRole::kClient;
   progress.bandwidth = options_.averaging.bandwidth;
   progress.compute = parts_->ema.samples_per_second();
-  progress.params_hash = parts_->params_hash;
+  // While a delayed step is in flight our parameters are the last epoch's: no hash rather than a wrong one.
+  progress.params_hash = parts_->delayed ? 0 : parts_->params_hash;
   return progress;
 }
 
@@ -320,23 +330,34 @@ void Trainer::accumulate(const Batch& batch, double loss) {
 
 void Trainer::average_gradients(collab::StepFacts& facts) {
   auto& p = *parts_;
-  auto& averager = p.swarm.averager();
   p.ema.pause();
+  auto outcome = run_gradient_round(static_cast<double>(p.gradients.samples()));
+  p.ema.resume(now_seconds());
+  if (!outcome) write_update(/*again=*/true);  // a failed round may have left the buffer half-averaged
+  record_gradient_round(outcome, facts);
+}
+
+Result<avg::StepOutcome> Trainer::run_gradient_round(double weight) {
+  auto& p = *parts_;
+  auto& averager = p.swarm.averager();
   auto breaker = interruptible();
-  // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then).
   if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
+  // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then).
   auto average = [&] {
-    return averager.step(p.gradients.schema(), p.gradients.values(), static_cast<double>(p.gradients.samples()),
-                         p.swarm.others() + 1, collab::gradient_round(epoch_));
+    return averager.step(p.gradients.schema(), p.gradients.values(), weight, p.swarm.others() + 1,
+                         collab::gradient_round(epoch_));
   };
   auto outcome = average();
   // Peers we know of but did not meet may have looked just before or after us (their batch came a
   // moment apart): one more window overlaps theirs, where stepping alone now would leave us out of
   // phase for good.
   if (outcome && outcome->group_size == 0 && p.swarm.others() > 0 && !stopping()) outcome = average();
-  p.ema.resume(now_seconds());
+  return outcome;
+}
+
+void Trainer::record_gradient_round(const Result<avg::StepOutcome>& outcome, collab::StepFacts& facts) {
+  auto& p = *parts_;
   if (!outcome) {
-    write_update(/*again=*/true);  // a failed round may have left the buffer half-averaged
     facts.averaging = collab::StepAveraging::kFailed;
     facts.why_not_averaged = outcome.status().to_string();
   } else if (outcome->group_size == 0) {
@@ -385,7 +406,7 @@ void Trainer::inner_step() {
   ++p.inner_steps;
 }
 
-void Trainer::apply_gradients(collab::StepOutcome outcome) {
+void Trainer::apply_gradients(collab::StepOutcome outcome, const std::vector<std::uint64_t>& sample_ids) {
   auto& p = *parts_;
   p.inner_steps_per_outer = std::exchange(p.inner_steps, 0);
   if (p.outer) {
@@ -396,7 +417,7 @@ void Trainer::apply_gradients(collab::StepOutcome outcome) {
   }
   if (p.samples_log.is_open()) {
     p.samples_log << epoch_ << (outcome == collab::StepOutcome::kAveraged ? " averaged" : " alone");
-    for (auto id : p.gradients.sample_ids()) p.samples_log << ' ' << id;
+    for (auto id : sample_ids) p.samples_log << ' ' << id;
     p.samples_log << '\n' << std::flush;
   }
   ++epoch_;
@@ -405,6 +426,7 @@ void Trainer::apply_gradients(collab::StepOutcome outcome) {
 
 void Trainer::step(TrainerReport& report) {
   auto& p = *parts_;
+  if (p.delayed) finish_delayed_step(report);  // the previous step is applied before this one starts
   // DiLoCo: what is left of this peer's samples since its last inner step makes one more, then the
   // outer step averages where the inner steps led.
   if (p.outer && p.gradients.accumulated_micro_steps() > 0) inner_step();
@@ -412,15 +434,63 @@ void Trainer::step(TrainerReport& report) {
   collab::StepFacts facts;
   facts.local_gradients_finite = p.gradients.finite();
   facts.other_trainers = p.swarm.others();
+  StepInputs inputs{p.gradients.samples(), p.gradients.sample_ids()};
   if (!facts.local_gradients_finite) {
     p.swarm.averager().withdraw();  // a group found ahead is served without our gradients, not left waiting
   } else if (collab::should_average(facts.local_gradients_finite, facts.other_trainers)) {
+    if (options_.collaboration.mode == CollaborationMode::kDelayed) {
+      start_delayed_step(facts, std::move(inputs));
+      return;
+    }
     average_gradients(facts);
     if (stopping()) {  // averaging was cut short: leave without a step the others did not take with us
       Logger::Line(options_.log, LogLevel::kInfo, kLog) << "stopped while averaging: epoch " << epoch_ + 1 << " not taken";
       return;
     }
   }
+  p.loss.end_epoch();
+  conclude_step(report, facts, inputs);
+}
+
+void Trainer::start_delayed_step(const collab::StepFacts& facts, StepInputs inputs) {
+  auto& p = *parts_;
+  // The round owns the gradient buffer's vector (our mean gradient) until it ends; the next batch
+  // accumulates from zero meanwhile, on the parameters we have.
+  const double weight = static_cast<double>(inputs.samples);
+  p.loss.end_epoch();
+  p.gradients.clear();
+  p.delayed = std::make_unique<DelayedStep>();
+  p.delayed->facts = facts;
+  p.delayed->inputs = std::move(inputs);
+  p.delayed->round = std::async(std::launch::async, [this, weight] { return run_gradient_round(weight); });
+  p.swarm.tracker().report(local_progress());  // our record moves on to the next epoch at once
+}
+
+void Trainer::finish_delayed_step(TrainerReport& report) {
+  auto& p = *parts_;
+  auto delayed = std::move(p.delayed);
+  auto outcome = delayed->round.get();  // bounded: matchmaking_time plus the round's deadline
+  // A failed round leaves the vector as it was (the errors come before any part is sent) or ends in a stop:
+  // there is no accumulated mean to restore here, the next batch's gradients accumulate meanwhile.
+  record_gradient_round(outcome, delayed->facts);
+  if (stopping()) {
+    Logger::Line(options_.log, LogLevel::kInfo, kLog) << "stopped while averaging: epoch " << epoch_ + 1 << " not taken";
+    return;
+  }
+  conclude_step(report, delayed->facts, delayed->inputs);
+  p.gradients.drop_micro_batch();  // the applied step's gradients out of the parameters' .grad
+}
+
+bool Trainer::delayed_step_done() const {
+  const auto& p = *parts_;
+  return p.delayed && p.delayed->round.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+std::uint64_t Trainer::progress_epoch() const { return epoch_ + (parts_->delayed ? 1 : 0); }
+
+void Trainer::conclude_step(TrainerReport& report, const collab::StepFacts& facts, const StepInputs& inputs) {
+  auto& p = *parts_;
+  const bool delayed = options_.collaboration.mode == CollaborationMode::kDelayed;
   const auto outcome = collab::classify_step(facts);
   const bool apply = collab::applies(outcome);
   switch (outcome) {
@@ -431,17 +501,16 @@ void Trainer::step(TrainerReport& report) {
     case collab::StepOutcome::kSkippedAverage: ++report.steps_skipped; break;
   }
   if (apply) {
-    apply_gradients(outcome);
+    apply_gradients(outcome, inputs.sample_ids);
     p.divergence.on_step(outcome == collab::StepOutcome::kAveraged && facts.averaged_fraction >= 1);
   } else if (p.outer) {
     p.outer->restart_local();  // the inner steps of a skipped outer step are discarded
   }
-  p.loss.end_epoch();
-  Logger::Line(options_.log, LogLevel::kInfo, kLog) << "epoch " << epoch_ << ": " << p.gradients.samples()
+  Logger::Line(options_.log, LogLevel::kInfo, kLog) << "epoch " << epoch_ << ": " << inputs.samples
                                                     << " samples here, " << collab::describe_step(facts, outcome)
                                                     << ", loss " << p.loss.last;
   if (options_.on_event) {
-    TrainerEvent event{.kind = event_kind(outcome), .epoch = epoch_, .loss = p.loss.last, .samples = p.gradients.samples()};
+    TrainerEvent event{.kind = event_kind(outcome), .epoch = epoch_, .loss = p.loss.last, .samples = inputs.samples};
     if (outcome == collab::StepOutcome::kAveraged) {
       event.group_size = facts.group_size;
       event.found_ahead = facts.found_ahead;
@@ -458,7 +527,7 @@ void Trainer::step(TrainerReport& report) {
   // Every peer reaches this epoch with this step, so all of them look for a parameter group together.
   const auto every = options_.training.average_parameters_every;
   if (apply && every > 0 && epoch_ % every == 0 && p.swarm.others() > 0) average_parameters();
-  p.gradients.clear();
+  if (!delayed) p.gradients.clear();  // delayed: the accumulators hold the next batch already
   serve_current_state();  // first: our progress record carries the new parameters' hash
   p.swarm.tracker().report(local_progress());
   publish_donor_and_metrics(true);
@@ -471,7 +540,8 @@ void Trainer::step(TrainerReport& report) {
 
 void Trainer::match_ahead(const collab::CollaborationState& state) {
   auto& p = *parts_;
-  if (!options_.match_ahead || p.swarm.others() == 0) return;
+  // A delayed step's round still holds the averager (not thread-safe): the next group is sought after it.
+  if (!options_.match_ahead || p.swarm.others() == 0 || p.delayed) return;
   if (state.eta_seconds > std::chrono::duration<double>(options_.averaging.matchmaking_time).count()) return;
   const std::string round = collab::gradient_round(epoch_);
   if (p.swarm.averager().prepared_round() == round) return;
@@ -650,17 +720,23 @@ Status Trainer::train_until(TrainerReport& report) {
   while (!stopping()) {
     double now = now_seconds();
     if (options_.max_time_seconds > 0 && now - p.started >= options_.max_time_seconds) break;
-    if (options_.max_epochs > 0 && epoch_ >= options_.max_epochs) break;
+    if (options_.max_epochs > 0 && progress_epoch() >= options_.max_epochs) break;
 
     // The task's and the optimizer's edge: what libtorch throws ends the run as an error (torch_errors.hpp).
     auto computed = guard_torch("computing a micro-batch", [&] { return compute_micro_batch(); });
     if (!computed) return computed.status();
     if (!*computed) continue;
+    if (delayed_step_done()) {
+      DEDLOC_RETURN_IF_ERROR(guard_torch("applying global step " + std::to_string(epoch_ + 1), [&] { finish_delayed_step(report); }));
+    }
     tracker.report(local_progress());
 
     auto state = tracker.state();
     show_status(state);
-    if (state.epoch > epoch_ + 1) {
+    if (state.epoch > progress_epoch() + 1) {
+      if (p.delayed) {
+        DEDLOC_RETURN_IF_ERROR(guard_torch("applying global step " + std::to_string(epoch_ + 1), [&] { finish_delayed_step(report); }));
+      }
       auto caught = catch_up(report);
       if (!caught.is_ok() && !stopping()) {
         Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
@@ -670,19 +746,24 @@ Status Trainer::train_until(TrainerReport& report) {
       continue;
     }
     if (resync_if_diverged(report)) continue;
-    if (state.batch_ready() || state.epoch > epoch_) {
+    if (state.batch_ready() || state.epoch > progress_epoch()) {
       DEDLOC_RETURN_IF_ERROR(guard_torch("taking global step " + std::to_string(epoch_ + 1), [&] { step(report); }));
     } else {
       match_ahead(state);
     }
     publish_donor_and_metrics(false);
   }
+  // Delayed: the step in flight is applied when its round ends (when stopped, it ends at once, not applied).
+  if (p.delayed) {
+    DEDLOC_RETURN_IF_ERROR(guard_torch("applying global step " + std::to_string(epoch_ + 1), [&] { finish_delayed_step(report); }));
+  }
   return Status();
 }
 
 bool Trainer::resync_if_diverged(TrainerReport& report) {
   auto& p = *parts_;
-  if (!options_.collaboration.resync_divergent || !p.divergence.enabled()) return false;
+  // While a delayed step is in flight our parameters are an epoch behind our record: judged after it lands.
+  if (!options_.collaboration.resync_divergent || !p.divergence.enabled() || p.delayed) return false;
   const auto verdict = collab::judge_divergence(p.swarm.tracker().others_records(), local_progress());
   switch (p.divergence.on_verdict(verdict, epoch_)) {
     case collab::DivergenceWatch::Action::kNone: return false;

@@ -154,6 +154,14 @@ class Trainer {
   // TrainerEvent::params_hash and params_norm of the parameters as they are now, into `event`.
   void describe_parameters(TrainerEvent& event) const;
 
+ public:
+  // What a step needs of the batch it ends, kept apart from the gradient buffer (which a delayed step
+  // hands to the next batch before the step is applied).
+  struct StepInputs {
+    std::uint64_t samples = 0;
+    std::vector<std::uint64_t> sample_ids;  // with a samples log only
+  };
+
  private:
   struct Parts;
   Status start_in_swarm();
@@ -165,7 +173,20 @@ class Trainer {
   // (collab/step_outcome.hpp), applied unless skipped, then published (progress, state, records).
   void step(TrainerReport& report);
   void average_gradients(collab::StepFacts& facts);
-  void apply_gradients(collab::StepOutcome outcome);
+  // The gradient round itself (matchmaking and the all-reduce of the buffer's vector), callable from the
+  // delayed step's thread; record_gradient_round then puts its outcome into `facts` and the tallies.
+  Result<avg::StepOutcome> run_gradient_round(double weight);
+  void record_gradient_round(const Result<avg::StepOutcome>& outcome, collab::StepFacts& facts);
+  // Classifies, applies and publishes a step whose averaging is over.
+  void conclude_step(TrainerReport& report, const collab::StepFacts& facts, const StepInputs& inputs);
+  // Delayed mode (train/collaboration_mode.hpp): the round starts in the background and the next batch
+  // starts computing; the step is applied when the round ends (finish_delayed_step waits for it).
+  void start_delayed_step(const collab::StepFacts& facts, StepInputs inputs);
+  void finish_delayed_step(TrainerReport& report);
+  bool delayed_step_done() const;
+  // The epoch our samples count toward: epoch_, or the next one while a delayed step is in flight.
+  std::uint64_t progress_epoch() const;
+  void apply_gradients(collab::StepOutcome outcome, const std::vector<std::uint64_t>& sample_ids);
   // DiLoCo: the accumulated mean gradient steps the local parameters with the recipe's optimizer.
   void inner_step();
   // What this peer contributes to a round, into the gradient buffer's vector: the mean gradient, or

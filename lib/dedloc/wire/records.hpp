@@ -111,7 +111,7 @@ struct MetricsRecord {
   double time = 0;                       // "t": unix seconds
   std::string peer;                      // not in the value: the owner subkey, filled by readers
   // The collaboration mode (train/collaboration_mode.hpp) and what it costs the network, for monitors:
-  std::string mode;                      // "mode": "synchronous" or "diloco"; empty: not said (aux peers, older
+  std::string mode;                      // "mode": "synchronous", "delayed" or "diloco"; empty: not said (aux peers, older
                                          // trainers)
   std::uint64_t inner_steps = 0;         // "inner": inner steps this peer took in its last outer step (diloco;
                                          // 0 when synchronous or before its first outer step)
