@@ -64,6 +64,7 @@ void print_event(const train::TrainerEvent& e) {
     line["samples"] = e.samples;
     line["bytes_sent"] = e.bytes_sent;
     line["samples_computed"] = e.samples_computed;
+    if (e.inner_steps > 0) line["inner_steps"] = e.inner_steps;
   }
   if (e.kind == train::TrainerEvent::Kind::kAveraged) {
     line["group_size"] = e.group_size;

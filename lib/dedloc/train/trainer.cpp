@@ -237,6 +237,7 @@ Status Trainer::load_state(const avg::TrainingState& state) {
   DEDLOC_RETURN_IF_ERROR(guard_torch("loading a training state", [&] {
     for (size_t i = 0; i < p.state.tensors.size(); ++i) copy_from_floats(state.tensor(i), p.state.tensors[i]);
     if (p.outer) p.outer->restart_local();  // the inner steps start from the loaded θ_outer
+    p.inner_steps = 0;
   }));
   epoch_ = state.epoch();
   p.gradients.clear();  // computed on the parameters we had
@@ -426,7 +427,10 @@ void Trainer::apply_gradients(collab::StepOutcome outcome, const std::vector<std
 
 void Trainer::step(TrainerReport& report) {
   auto& p = *parts_;
-  if (p.delayed) finish_delayed_step(report);  // the previous step is applied before this one starts
+  if (p.delayed) {
+    finish_delayed_step(report);  // the previous step is applied before this one starts
+    if (stopping()) return;
+  }
   // DiLoCo: what is left of this peer's samples since its last inner step makes one more, then the
   // outer step averages where the inner steps led.
   if (p.outer && p.gradients.accumulated_micro_steps() > 0) inner_step();
@@ -449,7 +453,7 @@ void Trainer::step(TrainerReport& report) {
     }
   }
   p.loss.end_epoch();
-  conclude_step(report, facts, inputs);
+  conclude_step(report, facts, inputs, /*next_batch_started=*/false);
 }
 
 void Trainer::start_delayed_step(const collab::StepFacts& facts, StepInputs inputs) {
@@ -477,8 +481,7 @@ void Trainer::finish_delayed_step(TrainerReport& report) {
     Logger::Line(options_.log, LogLevel::kInfo, kLog) << "stopped while averaging: epoch " << epoch_ + 1 << " not taken";
     return;
   }
-  conclude_step(report, delayed->facts, delayed->inputs);
-  p.gradients.drop_micro_batch();  // the applied step's gradients out of the parameters' .grad
+  conclude_step(report, delayed->facts, delayed->inputs, /*next_batch_started=*/true);
 }
 
 bool Trainer::delayed_step_done() const {
@@ -488,9 +491,9 @@ bool Trainer::delayed_step_done() const {
 
 std::uint64_t Trainer::progress_epoch() const { return epoch_ + (parts_->delayed ? 1 : 0); }
 
-void Trainer::conclude_step(TrainerReport& report, const collab::StepFacts& facts, const StepInputs& inputs) {
+void Trainer::conclude_step(TrainerReport& report, const collab::StepFacts& facts, const StepInputs& inputs,
+                            bool next_batch_started) {
   auto& p = *parts_;
-  const bool delayed = options_.collaboration.mode == CollaborationMode::kDelayed;
   const auto outcome = collab::classify_step(facts);
   const bool apply = collab::applies(outcome);
   switch (outcome) {
@@ -505,6 +508,7 @@ void Trainer::conclude_step(TrainerReport& report, const collab::StepFacts& fact
     p.divergence.on_step(outcome == collab::StepOutcome::kAveraged && facts.averaged_fraction >= 1);
   } else if (p.outer) {
     p.outer->restart_local();  // the inner steps of a skipped outer step are discarded
+    p.inner_steps = 0;
   }
   Logger::Line(options_.log, LogLevel::kInfo, kLog) << "epoch " << epoch_ << ": " << inputs.samples
                                                     << " samples here, " << collab::describe_step(facts, outcome)
@@ -520,6 +524,7 @@ void Trainer::conclude_step(TrainerReport& report, const collab::StepFacts& fact
       event.averaging_deadline = facts.averaging_deadline;
     }
     event.bytes_sent = p.bytes_sent;
+    if (p.outer && apply) event.inner_steps = p.inner_steps_per_outer;
     event.samples_computed = p.samples_computed;
     if (options_.hash_parameters) describe_parameters(event);
     options_.on_event(event);
@@ -527,7 +532,11 @@ void Trainer::conclude_step(TrainerReport& report, const collab::StepFacts& fact
   // Every peer reaches this epoch with this step, so all of them look for a parameter group together.
   const auto every = options_.training.average_parameters_every;
   if (apply && every > 0 && epoch_ % every == 0 && p.swarm.others() > 0) average_parameters();
-  if (!delayed) p.gradients.clear();  // delayed: the accumulators hold the next batch already
+  if (next_batch_started) {
+    p.gradients.drop_micro_batch();  // the applied gradients out of .grad; the accumulators hold the next batch
+  } else {
+    p.gradients.clear();
+  }
   serve_current_state();  // first: our progress record carries the new parameters' hash
   p.swarm.tracker().report(local_progress());
   publish_donor_and_metrics(true);

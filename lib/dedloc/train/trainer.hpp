@@ -9,11 +9,15 @@
 // ETA is within the matchmaking time, the group for that step is sought in the background while the last
 // micro-batches compute (match_ahead), so that matchmaking costs the step nothing.
 //
+// Modes (train/collaboration_mode.hpp): delayed runs the averaging of a batch in the background while the
+// next batch computes and applies the step when the round ends; DiLoCo takes inner steps between outer ones.
+//
 // Faults: if averaging finds no group or fails, the peer steps with its local gradients and says so.
 // Non-finite gradients are never applied: a micro-batch with a non-finite loss is dropped, and a step
 // whose gradients are non-finite after averaging is skipped. A peer two or more epochs behind the swarm
 // (or one that joins a swarm already past epoch 0) downloads the current state — parameters, buffers,
 // optimizer statistics, epoch — from donors, and every non-client peer serves its own state as a donor.
+// A peer whose parameter hash leaves the majority's at its epoch downloads theirs (collab/divergence.hpp).
 // A download that fails is retried with backoff (1 s, doubling to 10 s); a joining peer never starts
 // computing from its own state while other peers are ahead of it, since its steps would be wasted.
 //
@@ -61,6 +65,7 @@ struct TrainerEvent {
   // and parameter rounds), and the samples it has computed: their ratio is what a mode costs per sample.
   std::uint64_t bytes_sent = 0;
   std::uint64_t samples_computed = 0;
+  std::uint64_t inner_steps = 0;  // DiLoCo: the inner steps this peer took before the outer step it reports
   // kAveraged: how long the all-reduce took, and the deadline it had.
   double averaging_seconds = 0;
   double averaging_deadline = 0;
@@ -70,9 +75,9 @@ struct TrainerEvent {
   // With TrainerOptions::hash_parameters, what the parameters are after the step or download, so that a
   // test can tell a joiner that loaded the swarm's parameters from one that only took its epoch number.
   // params_hash: a BLAKE2b of every parameter's float32 values, in the model's order, as 16 hex digits;
-  // equal right after a download to the donor's (the transfer is exact). Peers that averaged the same
-  // gradients are not bit-identical after it (each adds the reducers' average-minus-own deltas to its own
-  // values, so they differ in the last bits): compare them by params_norm, the parameters' L2 norm.
+  // equal right after a download to the donor's (the transfer is exact), and between peers that averaged
+  // a step together in full (the all-reduce ends bit-identical: avg/all_reduce.hpp). params_norm is the
+  // parameters' L2 norm. (The progress records carry avg::parameters_hash, of the state's parameters.)
   std::string params_hash;
   double params_norm = 0;
 };
@@ -177,8 +182,10 @@ class Trainer {
   // delayed step's thread; record_gradient_round then puts its outcome into `facts` and the tallies.
   Result<avg::StepOutcome> run_gradient_round(double weight);
   void record_gradient_round(const Result<avg::StepOutcome>& outcome, collab::StepFacts& facts);
-  // Classifies, applies and publishes a step whose averaging is over.
-  void conclude_step(TrainerReport& report, const collab::StepFacts& facts, const StepInputs& inputs);
+  // Classifies, applies and publishes a step whose averaging is over. `next_batch_started`: a delayed step,
+  // whose batch's accumulators were emptied for the next batch when its round started.
+  void conclude_step(TrainerReport& report, const collab::StepFacts& facts, const StepInputs& inputs,
+                     bool next_batch_started);
   // Delayed mode (train/collaboration_mode.hpp): the round starts in the background and the next batch
   // starts computing; the step is applied when the round ends (finish_delayed_step waits for it).
   void start_delayed_step(const collab::StepFacts& facts, StepInputs inputs);
