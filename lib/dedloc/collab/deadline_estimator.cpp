@@ -45,10 +45,16 @@ Duration DeadlineEstimator::mad() const {
   return median_of(std::move(deviations));
 }
 
+void DeadlineEstimator::seed(Duration median, Duration mad) {
+  seed_median_ = median > Duration::zero() ? median : Duration::zero();
+  seed_mad_ = seed_median_ > Duration::zero() && mad > Duration::zero() ? mad : Duration::zero();
+}
+
 Duration DeadlineEstimator::deadline() const {
-  if (durations_.size() < options_.min_samples) return options_.ceiling;
-  const double m = std::chrono::duration<double>(median()).count();
-  const double spread = std::chrono::duration<double>(mad()).count();
+  const bool own = durations_.size() >= options_.min_samples;
+  if (!own && seed_median_ == Duration::zero()) return options_.ceiling;
+  const double m = std::chrono::duration<double>(own ? median() : seed_median_).count();
+  const double spread = std::chrono::duration<double>(own ? mad() : seed_mad_).count();
   const double growth = static_cast<double>(std::uint64_t{1} << std::min<std::size_t>(timeouts_in_a_row_, 20));
   const double estimate = std::max(m + options_.k * spread, options_.factor * m) * growth;
   const Duration wanted = from_seconds(std::min(estimate, std::chrono::duration<double>(options_.ceiling).count()));

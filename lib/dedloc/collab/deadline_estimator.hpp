@@ -12,6 +12,10 @@
 // rounds. A run that moves from 20 ms to 300 ms round trips thus times out a few rounds while the deadline
 // grows, then learns the new durations; a dead member costs a round about factor·median, not the ceiling.
 //
+// A newcomer need not start from the ceiling: peers publish their median and MAD in their progress
+// records, and seed() takes the swarm's figures as the estimate until min_samples rounds of its own
+// completed (the same formula over them; a timeout still doubles it).
+//
 // Sans-IO: durations in, a deadline out; the caller measures (train/trainer.cpp) and tests replay recorded
 // sequences (tests/unit/collab/deadline_estimator_test.cpp).
 #pragma once
@@ -41,9 +45,13 @@ class DeadlineEstimator {
   void observe(Duration duration);
   // A round that its deadline cut short (its duration is unknown, and longer than the deadline).
   void observe_timeout();
+  // The swarm's typical round (the median of the medians other peers published, and of their MADs): the
+  // estimate while fewer than min_samples rounds of our own completed. A zero median clears it.
+  void seed(Duration median, Duration mad);
 
   Duration deadline() const;
   std::size_t samples() const { return durations_.size(); }
+  bool learned() const { return durations_.size() >= options_.min_samples; }  // our own rounds decide
   Duration median() const;  // of the remembered rounds (0 when none)
   Duration mad() const;     // their median absolute deviation from the median (0 when none)
 
@@ -51,6 +59,7 @@ class DeadlineEstimator {
   DeadlineEstimatorOptions options_;
   std::deque<Duration> durations_;
   std::size_t timeouts_in_a_row_ = 0;  // each doubles the deadline until a round completes
+  Duration seed_median_{}, seed_mad_{};  // the swarm's figures (seed()); zero: none
 };
 
 }  // namespace dedloc::collab

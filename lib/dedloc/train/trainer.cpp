@@ -1,5 +1,6 @@
 #include "dedloc/train/trainer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -320,6 +321,10 @@ collab::PeerProgress Trainer::local_progress() const {
   progress.compute = parts_->ema.samples_per_second();
   // While a delayed step is in flight our parameters are the last epoch's: no hash rather than a wrong one.
   progress.params_hash = parts_->delayed ? 0 : parts_->params_hash;
+  if (parts_->round_deadline && parts_->round_deadline->learned()) {
+    progress.round_seconds = std::chrono::duration<double>(parts_->round_deadline->median()).count();
+    progress.round_mad_seconds = std::chrono::duration<double>(parts_->round_deadline->mad()).count();
+  }
   return progress;
 }
 
@@ -336,6 +341,24 @@ void Trainer::average_gradients(collab::StepFacts& facts) {
   p.ema.resume(now_seconds());
   if (!outcome) write_update(/*again=*/true);  // a failed round may have left the buffer half-averaged
   record_gradient_round(outcome, facts);
+}
+
+void Trainer::seed_round_deadline() {
+  auto& p = *parts_;
+  if (!p.round_deadline || p.round_deadline->learned()) return;
+  // Until our own rounds decide, the swarm's: the median of the figures the others published.
+  std::vector<double> medians, mads;
+  for (const auto& record : p.swarm.tracker().others_records()) {
+    if (record.round_seconds <= 0) continue;
+    medians.push_back(record.round_seconds);
+    mads.push_back(record.round_mad_seconds);
+  }
+  if (medians.empty()) return;
+  auto median = [](std::vector<double> values) {
+    std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2), values.end());
+    return values[values.size() / 2];
+  };
+  p.round_deadline->seed(from_seconds(median(medians)), from_seconds(median(mads)));
 }
 
 Result<avg::StepOutcome> Trainer::run_gradient_round(double weight) {
@@ -439,6 +462,7 @@ void Trainer::step(TrainerReport& report) {
   facts.local_gradients_finite = p.gradients.finite();
   facts.other_trainers = p.swarm.others();
   StepInputs inputs{p.gradients.samples(), p.gradients.sample_ids()};
+  seed_round_deadline();
   if (!facts.local_gradients_finite) {
     p.swarm.averager().withdraw();  // a group found ahead is served without our gradients, not left waiting
   } else if (collab::should_average(facts.local_gradients_finite, facts.other_trainers)) {

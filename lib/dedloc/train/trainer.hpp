@@ -181,6 +181,8 @@ class Trainer {
   // The gradient round itself (matchmaking and the all-reduce of the buffer's vector), callable from the
   // delayed step's thread; record_gradient_round then puts its outcome into `facts` and the tallies.
   Result<avg::StepOutcome> run_gradient_round(double weight);
+  // Adaptive deadlines: until our own rounds decide, start from the figures other peers publish.
+  void seed_round_deadline();
   void record_gradient_round(const Result<avg::StepOutcome>& outcome, collab::StepFacts& facts);
   // Classifies, applies and publishes a step whose averaging is over. `next_batch_started`: a delayed step,
   // whose batch's accumulators were emptied for the next batch when its round started.

@@ -27,6 +27,7 @@ Bytes encode_progress(const ProgressRecord& p) {
       .put("bw", p.bandwidth)
       .put("flops", p.compute);
   if (p.params_hash != 0) value.put("ph", p.params_hash);
+  if (p.round_seconds > 0) value.put("rs", p.round_seconds).put("rm", p.round_mad_seconds);
   return value.to_bytes();
 }
 
@@ -38,9 +39,9 @@ Result<ProgressRecord> decode_progress(ByteSpan value) {
   ProgressRecord p;
   reader->get("epoch", p.epoch).get("n", p.samples_accumulated).get("sps", p.samples_per_second).get("t", p.time)
       .get_optional("client", p.client_mode).get_optional("bw", p.bandwidth).get_optional("flops", p.compute)
-      .get_optional("ph", p.params_hash);
+      .get_optional("ph", p.params_hash).get_optional("rs", p.round_seconds).get_optional("rm", p.round_mad_seconds);
   DEDLOC_RETURN_IF_ERROR(reader->status());
-  for (double x : {p.samples_per_second, p.time, p.bandwidth, p.compute}) {
+  for (double x : {p.samples_per_second, p.time, p.bandwidth, p.compute, p.round_seconds, p.round_mad_seconds}) {
     if (!std::isfinite(x) || x < 0) return error(Code::kMalformed, "progress record: a negative or non-finite number");
   }
   return p;
@@ -54,7 +55,9 @@ const RecordSchema& progress_schema() {
                                                                     {"client", FieldKind::kBool, false},
                                                                     {"bw", FieldKind::kNumber, false, 0},
                                                                     {"flops", FieldKind::kNumber, false, 0},
-                                                                    {"ph", FieldKind::kCount, false}}};
+                                                                    {"ph", FieldKind::kCount, false},
+                                                                    {"rs", FieldKind::kNumber, false, 0},
+                                                                    {"rm", FieldKind::kNumber, false, 0}}};
   return schema;
 }
 

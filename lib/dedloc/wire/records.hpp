@@ -81,6 +81,10 @@ struct ProgressRecord {
   // "ph": a fingerprint of the peer's parameters at `epoch` (avg::parameters_hash; DiLoCo: of θ_outer), so
   // that a peer whose parameters left the swarm's notices (collab/divergence.hpp); 0: none published.
   std::uint64_t params_hash = 0;
+  // "rs", "rm": the median and MAD, in seconds, of the peer's recent all-reduce durations (with adaptive
+  // deadlines, once it has enough: collab/deadline_estimator.hpp), from which a newcomer starts; 0: none.
+  double round_seconds = 0;
+  double round_mad_seconds = 0;
   std::string peer;                        // not in the value: the owner subkey, filled by readers
 
   bool operator==(const ProgressRecord&) const = default;

@@ -76,9 +76,21 @@ TEST_CASE("Progress records round-trip, and hostile ones are refused", "[unit][t
   p.client_mode = true;
   p.bandwidth = 1.25e7;
   p.compute = 80;
+  p.params_hash = 0xfedcba9876543210ull;  // the full 64 bits survive
+  p.round_seconds = 3.3;
+  p.round_mad_seconds = 0.05;
   auto back = decode_progress(encode_progress(p));
   REQUIRE(back.is_ok());
   CHECK(*back == p);
+  // Records of peers that publish no hash or round figures read as 0 (none).
+  PeerProgress plain = peer(12, 345, 67.5, 1.7e9);
+  auto plain_back = decode_progress(encode_progress(plain));
+  REQUIRE(plain_back.is_ok());
+  CHECK(plain_back->params_hash == 0);
+  CHECK(plain_back->round_seconds == 0);
+  wire::MapWriter negative_round;
+  negative_round.put("epoch", std::uint64_t{1}).put("n", std::uint64_t{2}).put("sps", 1.0).put("t", 1.0).put("rs", -1.0);
+  CHECK(decode_progress(negative_round.to_bytes()).status().code() == Code::kMalformed);
 
   wire::MapWriter negative;
   negative.put("epoch", std::uint64_t{1}).put("n", std::uint64_t{2}).put("sps", -5.0).put("t", 1.0);

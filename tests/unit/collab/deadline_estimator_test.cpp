@@ -140,3 +140,22 @@ TEST_CASE("Deadline estimator: one slow round does not move the deadline much (t
   eager.observe(from_seconds(3.3));
   CHECK(seconds(eager.deadline()) == Approx(6.6));
 }
+
+TEST_CASE("Deadline estimator: a newcomer starts from the swarm's published figures, then from its own rounds",
+          "[unit][deadline]") {
+  DeadlineEstimator joiner(recipe_bounds());
+  // The others' rounds take 3.3 s give or take 0.05 s: the first round already gets about 2 x 3.3 s.
+  joiner.seed(from_seconds(3.3), from_seconds(0.05));
+  CHECK(seconds(joiner.deadline()) == Approx(6.6).epsilon(0.01));
+  // A timeout still doubles it (the swarm's figures were wrong for us).
+  joiner.observe_timeout();
+  CHECK(seconds(joiner.deadline()) == Approx(13.2).epsilon(0.01));
+  // Once five rounds of its own completed, they decide, whatever was published.
+  observe_all(joiner, {0.44, 0.47, 0.45, 0.43, 0.46});
+  CHECK(joiner.learned());
+  CHECK(joiner.deadline() == 1s);
+  // Nothing published (a median of 0): the recipe's timeout, as before any seed.
+  DeadlineEstimator alone(recipe_bounds());
+  alone.seed(Duration::zero(), from_seconds(1));
+  CHECK(alone.deadline() == 30s);
+}
