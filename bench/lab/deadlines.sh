@@ -5,7 +5,8 @@
 # between a surviving peer's steps, and the longest interval after the kill (what the dead member cost),
 # with the deadline the survivors' all-reduces had then.
 #   bench/lab/deadlines.sh [BUILD_DIR]     (root; default build)
-# Environment: RTTS ("20 300", ms), OUT (a folder for the reports and line logs; default a temporary one).
+# Environment: RTTS ("20 300", ms), OUT (a folder for the reports and line logs; default a temporary one),
+# SCENARIO (deadline: the kill above; deadline-straggler: no kill, one peer on a link 3x slower than the rest).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="${1:-build}"
@@ -17,11 +18,12 @@ mkdir -p "$out"
 source "$here/../idle_share.sh"
 print_idle_share_before
 
+scenario="${SCENARIO:-deadline}"
 for rtt in ${RTTS:-20 300}; do
   for mode in fixed adaptive; do
     name="rtt${rtt}-$mode"
     sed -e "s/^    rtt: 100ms/    rtt: ${rtt}ms/" -e "s/deadline-fixed-recipe.yaml/deadline-$mode-recipe.yaml/" \
-        "$here/scenarios/deadline.yaml" > "$here/scenarios/.deadline-$name.yaml"
+        "$here/scenarios/$scenario.yaml" > "$here/scenarios/.deadline-$name.yaml"
     echo "deadlines.sh: $name" >&2
     "$lab" run "$here/scenarios/.deadline-$name.yaml" --work-dir "$out/$name" --report "$out/$name.json" > "$out/$name.txt" 2>&1 \
       || { rm -f "$here/scenarios/.deadline-$name.yaml"; cat "$out/$name.txt" >&2; exit 1; }
@@ -40,7 +42,7 @@ for rtt in rtts:
         steps = {}
         for line in open(f"{out}/rtt{rtt}-{mode}/lines.jsonl"):
             t, who, text = line.split(" ", 2)
-            if not who.startswith("node-") or who == "node-3" or not text.startswith("{"):
+            if who == "node-3" or not (who.startswith("node-") or who.startswith("straggler-")) or not text.startswith("{"):
                 continue
             e = json.loads(text)
             if e.get("event") in ("averaged", "alone", "local", "skipped"):

@@ -72,15 +72,10 @@ TEST_CASE("Delayed mode: each global batch averages while the next computes, and
     CHECK(overlapped * 2 >= steps.size());
     CHECK(steps.back()["loss"].get<double>() < steps.front()["loss"].get<double>());
   }
-  size_t identical = 0;
-  for (const auto& s : a->steps()) {
-    if (s["event"] != "averaged" || s["averaged_fraction"].get<double>() < 1) continue;
-    for (const auto& t : b->steps()) {
-      if (t["epoch"] != s["epoch"] || t["group"] != s["group"]) continue;
-      INFO("epoch " << s["epoch"]);
-      CHECK(t["params_hash"] == s["params_hash"]);
-      ++identical;
-    }
+  const auto together = dedloc::test::steps_averaged_together(*a, *b);
+  for (const auto& [s, t] : together) {
+    INFO("epoch " << s["epoch"]);
+    CHECK(t["params_hash"] == s["params_hash"]);
   }
-  CHECK(identical + 2 >= kLastEpoch);
+  CHECK(together.size() + 2 >= kLastEpoch);
 }

@@ -86,16 +86,12 @@ TEST_CASE("DiLoCo under churn: a killed peer and a late joiner that downloads θ
   }
   REQUIRE(joined_step.has_value());
   size_t compared = 0, compared_at_join = 0;
-  for (const auto& own : d->steps()) {
-    if (own["event"] != "averaged" || own.value("averaged_fraction", 0.0) < 1) continue;
-    for (auto* mate : {&*a, &*b}) {
-      for (const auto& s : mate->steps()) {
-        if (s["epoch"] != own["epoch"] || s.value("group", "") != own.value("group", "x")) continue;
-        INFO(mate->name() << " at epoch " << s["epoch"] << ": " << s.dump() << " vs the newcomer's " << own.dump());
-        CHECK(s["params_hash"] == own["params_hash"]);
-        ++compared;
-        if (own["epoch"] == joined_step->at("epoch")) ++compared_at_join;
-      }
+  for (auto* mate : {&*a, &*b}) {
+    for (const auto& [own, s] : dedloc::test::steps_averaged_together(*d, *mate)) {
+      INFO(mate->name() << " at epoch " << s["epoch"] << ": " << s.dump() << " vs the newcomer's " << own.dump());
+      CHECK(s["params_hash"] == own["params_hash"]);
+      ++compared;
+      if (own["epoch"] == joined_step->at("epoch")) ++compared_at_join;
     }
   }
   CHECK(compared_at_join >= 1);

@@ -58,17 +58,12 @@ TEST_CASE("Resync: a peer whose parameters leave the majority's downloads theirs
   }
 
   // The float32 peers: bit-identical after every step they averaged together in full, and never resynced.
-  size_t identical = 0;
-  for (const auto& s : a->steps()) {
-    if (s["event"] != "averaged" || s["averaged_fraction"].get<double>() < 1) continue;
-    for (const auto& t : b->steps()) {
-      if (t["epoch"] != s["epoch"] || t["group"] != s["group"]) continue;
-      INFO("epoch " << s["epoch"] << ": " << s.dump() << " / " << t.dump());
-      CHECK(t["params_hash"] == s["params_hash"]);
-      ++identical;
-    }
+  const auto together = dedloc::test::steps_averaged_together(*a, *b);
+  for (const auto& [s, t] : together) {
+    INFO("epoch " << s["epoch"] << ": " << s.dump() << " / " << t.dump());
+    CHECK(t["params_hash"] == s["params_hash"]);
   }
-  CHECK(identical >= 3);
+  CHECK(together.size() >= 3);
   for (auto* p : {&*a, &*b}) {
     INFO(p->name() << ": " << p->find("loaded_state").value_or(nlohmann::json()).dump());
     CHECK_FALSE(p->find("loaded_state").has_value());

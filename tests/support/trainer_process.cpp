@@ -110,6 +110,19 @@ std::string write_recipe_variant(const std::string& base, const std::string& dir
   return path;
 }
 
+std::vector<std::pair<json, json>> steps_averaged_together(const TrainerProcess& x, const TrainerProcess& y) {
+  std::vector<std::pair<json, json>> pairs;
+  for (const auto& s : x.steps()) {
+    if (s["event"] != "averaged" || s.value("averaged_fraction", 0.0) < 1) continue;
+    for (const auto& t : y.steps()) {
+      if (t["event"] == "averaged" && t["epoch"] == s["epoch"] && t.value("group", "") == s.value("group", "")) {
+        pairs.emplace_back(s, t);
+      }
+    }
+  }
+  return pairs;
+}
+
 std::optional<double> mean_loss(const std::vector<json>& steps, std::uint64_t first, std::uint64_t last) {
   double sum = 0;
   int n = 0;

@@ -77,6 +77,12 @@ bool pump_until(const std::vector<TrainerProcess*>& trainers, Duration timeout, 
 std::string write_recipe_variant(const std::string& base, const std::string& dir, const std::string& name,
                                  const std::vector<std::pair<std::string, std::string>>& replacements);
 
+// The pairs of step lines, one of `x`'s and one of `y`'s, of the steps they averaged in the same group with
+// the whole vector back (averaged_fraction 1): where their parameters must be bit-identical afterwards
+// (compare the lines' params_hash, with --params-hash).
+std::vector<std::pair<nlohmann::json, nlohmann::json>> steps_averaged_together(const TrainerProcess& x,
+                                                                              const TrainerProcess& y);
+
 // The mean loss of the steps whose epoch is in [first, last]; nullopt when there are none.
 std::optional<double> mean_loss(const std::vector<nlohmann::json>& steps, std::uint64_t first, std::uint64_t last);
 
