@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "dedloc/dht/record.hpp"
@@ -80,8 +81,13 @@ Status Node::start() {
   client_options.self = id();
   client_options.socket = options_.socket;
   client_options.idle_close = options_.idle_connection_close;
+  client_options.max_connections = options_.max_connections;
   client_options.log = options_.log;
-  client_ = std::make_unique<net::Client>(context_, client_options);
+  try {
+    client_ = std::make_unique<net::Client>(context_, client_options);
+  } catch (const std::system_error& e) {
+    return error(Code::kUnavailable, std::string("cannot start a DHT node: ") + e.what());
+  }
 
   if (!options_.listen.empty()) {
     net::ServerOptions server_options;
@@ -733,7 +739,7 @@ size_t Node::stored_keys() const {
 
 NodeStats Node::stats() const {
   return {rpcs_sent_.load(), rpcs_failed_.load(), Duration(longest_rpc_wait_ns_.load()),
-          server_ ? server_->stats() : net::ServerStats{}};
+          server_ ? server_->stats() : net::ServerStats{}, client_ ? client_->stats() : net::ClientStats{}};
 }
 
 void Node::revocation_loop(std::shared_ptr<net::AccessControl> access) {

@@ -80,6 +80,8 @@ struct NodeOptions {
   ValidatorOptions validation;
   net::SocketOptions socket;
   Duration idle_connection_close = std::chrono::seconds(60);
+  // Outgoing connections kept open at most (net::ClientOptions::max_connections; 0: no bound).
+  size_t max_connections = 0;
   const Clock* clock = &SystemClock::instance();  // its unix time stamps expirations (deadlines are steady time)
   Logger* log = &Logger::global();
 };
@@ -111,6 +113,7 @@ struct NodeStats {
   std::uint64_t rpcs_failed = 0;      // timed out, refused or garbled
   Duration longest_rpc_wait{0};       // the longest any RPC of ours waited for its outcome
   net::ServerStats server;            // requests others sent us (none for a client-mode node)
+  net::ClientStats client;            // our outgoing connections
 };
 
 class Node {
