@@ -4,8 +4,9 @@
 #   bench/dht/run.sh [BUILD_DIR]      (default: build; needs python3-opendht from Debian)
 # Environment: ROUNDS (3) rounds per size; NODES ("16 64") sizes for both, "" for none; KEYS (the benchmarks'
 # default, 1000) keys per run; BIG (256) a dedloc-only size, 0 to skip, with BIG_ROUNDS (1) rounds of BIG_KEYS
-# (KEYS) keys; OUT a file to keep the JSON lines in. Every JSON line gets "idle_cpu_pct": the machine's idle
-# CPU share during that run (bench/idle_share.sh), since the benchmark shares its cores with whatever runs.
+# (KEYS) keys; DEDLOC_ARGS more arguments for every bench_dht run (e.g. "--max-connections 16"); OUT a file
+# to keep the JSON lines in. Every JSON line gets "idle_cpu_pct": the machine's idle CPU share during that run
+# (bench/idle_share.sh), since the benchmark shares its cores with whatever runs.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="${1:-build}"
@@ -17,6 +18,7 @@ big_rounds="${BIG_ROUNDS:-1}"
 keys=()
 [ -n "${KEYS:-}" ] && keys=(--keys "$KEYS")
 big_keys=("${keys[@]}")
+read -r -a dedloc_args <<< "${DEDLOC_ARGS:-}"
 [ -n "${BIG_KEYS:-}" ] && big_keys=(--keys "$BIG_KEYS")
 [ -x "$bench" ] || { echo "run.sh: $bench not built (ninja -C $build bench_dht)" >&2; exit 1; }
 if [ -n "$sizes" ]; then
@@ -40,7 +42,7 @@ for nodes in $sizes; do
   for round in $(seq 1 "$rounds"); do
     # The same seed for both in a round: the same keys, values and choice of nodes.
     echo "run.sh: $nodes nodes, round $round/$rounds" >&2
-    measure "$bench" --nodes "$nodes" --seed "$round" "${keys[@]}"
+    measure "$bench" --nodes "$nodes" --seed "$round" "${keys[@]}" "${dedloc_args[@]}"
     measure /usr/bin/python3 "$here/opendht_bench.py" --nodes "$nodes" --seed "$round" "${keys[@]}"
   done
 done
@@ -49,7 +51,7 @@ if [ "$big" != 0 ]; then
     echo "run.sh: $big nodes, dedloc only, round $round/$big_rounds" >&2
     # One process holds every node here, and every connection costs it three descriptors: LocalSwarm bounds
     # each node's open connections to fit the descriptor limit (the output's max_connections_per_node).
-    measure "$bench" --nodes "$big" --seed "$round" "${big_keys[@]}"
+    measure "$bench" --nodes "$big" --seed "$round" "${big_keys[@]}" "${dedloc_args[@]}"
   done
 fi
 [ -n "${OUT:-}" ] && cp "$out" "$OUT"
