@@ -5,8 +5,8 @@
 //    "get_ms":{..},"put_ops_per_s":..,"get_ops_per_s":..,"put_ok":..,"get_ok":..,"rss_kib_per_node":..}
 // plus (dedloc only) "rpcs_per_put" and "rpcs_per_get"; "rss_kib_per_node_joined", the same after joining and
 // before any store; "connections_per_node", the outgoing connections open at the end; "connects_per_op", the
-// connections opened per put or get; and "max_connections_per_node", the bound LocalSwarm set from the
-// descriptor limit (0: none).
+// connections opened per put or get; and "max_connections_per_node", the bound on each node's open connections
+// it ran with (--max-connections, or lower where LocalSwarm had to fit the descriptor limit; 0: none).
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -79,10 +79,10 @@ int main(int argc, char** argv) {
                  "seconds before a node closes an unused connection (a process's descriptor limit may need less "
                  "for big in-process swarms)")
       ->capture_default_str();
-  size_t max_connections = 0;
+  size_t max_connections = dht::NodeOptions{}.max_connections;
   app.add_option("--max-connections", max_connections,
-                 "outgoing connections a node keeps open at most (0: no bound beyond the one the descriptor limit "
-                 "imposes)")
+                 "outgoing connections a node keeps open at most (0: no bound; LocalSwarm lowers it to fit the "
+                 "descriptor limit)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -147,6 +147,9 @@ int main(int argc, char** argv) {
   std::uint64_t rpcs_after_gets = rpcs_sent(**swarm);
   auto [connects_after_gets, open_at_end] = connections(**swarm);
 
+  // The bound each node ran with: ours, or the descriptor limit's when lower (0: none).
+  size_t bound = (*swarm)->max_connections_per_node();
+  if (bound == 0 || (max_connections != 0 && max_connections < bound)) bound = max_connections;
   nlohmann::json out{{"impl", "dedloc"},
                      {"nodes", nodes},
                      {"keys", keys},
@@ -162,7 +165,7 @@ int main(int argc, char** argv) {
                      {"rpcs_per_get", static_cast<double>(rpcs_after_gets - rpcs_after_puts) / static_cast<double>(keys)},
                      {"connects_per_op", static_cast<double>(connects_after_gets - connects_before_puts) / static_cast<double>(2 * keys)},
                      {"connections_per_node", static_cast<double>(open_at_end) / static_cast<double>(nodes)},
-                     {"max_connections_per_node", (*swarm)->max_connections_per_node()},
+                     {"max_connections_per_node", bound},
                      {"rss_kib_per_node_joined", static_cast<double>(rss_joined - rss_before) / static_cast<double>(nodes)},
                      {"rss_kib_per_node", static_cast<double>(rss_kib() - rss_before) / static_cast<double>(nodes)}};
   std::cout << out.dump() << std::endl;

@@ -66,8 +66,10 @@ Result<std::unique_ptr<LocalSwarm>> LocalSwarm::launch(size_t nodes, NodeOptions
     }
     swarm->max_connections_ = connections;
   }
-  const size_t sockets = std::max<size_t>(1024, nodes * (2 + connections));  // servers, clients, connections
-  swarm->context_.set(zmq::ctxopt::max_sockets, static_cast<int>(sockets));
+  // Every ZeroMQ socket holds a descriptor (its mailbox): the descriptors bound the sockets too, including
+  // those beyond a node's bound while calls await them and those closed but not yet reaped.
+  const size_t sockets = std::max<size_t>(1024, std::min(limit, wanted));
+  swarm->context_.set(zmq::ctxopt::max_sockets, static_cast<int>(std::min<size_t>(sockets, 1u << 20)));
   std::mt19937_64 rng(seed);
   for (size_t i = 0; i < nodes; ++i) {
     if (i == 0) {
