@@ -27,13 +27,14 @@ struct ClientOptions {
   crypto::PeerId self;                                 // written as the sender of every request
   SocketOptions socket;                                // linger, queue bounds, wire limits
   Duration idle_close = std::chrono::seconds(60);      // close a connection unused for this long
+  Logger* log = &Logger::global();
   // Connections kept open at most (0: no bound). Opening one more first closes the least recently used
   // connection with no call in flight; connections with calls in flight are never closed, so the bound is
-  // exceeded while more peers than that are awaited at once. Each connection costs ~60-130 KiB of ZeroMQ
+  // exceeded while more peers than that are awaited at once. Each connection costs ~60-140 KiB of ZeroMQ
   // buffers at both ends and three file descriptors (bench/dht/README.md); a client that talks to a
   // stream of different peers (a DHT node) would otherwise hold every one of them for `idle_close`.
+  // (Last, so that positional initializers of the fields above stay valid.)
   size_t max_connections = 0;
-  Logger* log = &Logger::global();
 };
 
 // A call in flight (like c10d's Work): wait() blocks until its outcome, at the latest its deadline.
