@@ -3,7 +3,10 @@
 // random nodes. Prints one JSON object, the same shape opendht_bench.py prints:
 //   {"impl":"dedloc","nodes":64,"keys":1000,"value_bytes":100,"bootstrap_s":..,"put_ms":{"median":..,"p99":..},
 //    "get_ms":{..},"put_ops_per_s":..,"get_ops_per_s":..,"put_ok":..,"get_ok":..,"rss_kib_per_node":..}
-// plus "rpcs_per_put" and "rpcs_per_get" (dedloc only).
+// plus (dedloc only) "rpcs_per_put" and "rpcs_per_get"; "rss_kib_per_node_joined", the same after joining and
+// before any store; "connections_per_node", the outgoing connections open at the end; "connects_per_op", the
+// connections opened per put or get; and "max_connections_per_node", the bound on each node's open connections
+// it ran with (--max-connections, or lower where LocalSwarm had to fit the descriptor limit; 0: none).
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -43,6 +46,18 @@ std::uint64_t rpcs_sent(dht::LocalSwarm& swarm) {
   return n;
 }
 
+// Connections every node has opened so far, and how many are open now.
+std::pair<std::uint64_t, size_t> connections(dht::LocalSwarm& swarm) {
+  std::uint64_t opened = 0;
+  size_t open = 0;
+  for (size_t i = 0; i < swarm.size(); ++i) {
+    auto client = swarm.node(i).stats().client;
+    opened += client.connections_opened;
+    open += client.open_connections;
+  }
+  return {opened, open};
+}
+
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
@@ -64,6 +79,11 @@ int main(int argc, char** argv) {
                  "seconds before a node closes an unused connection (a process's descriptor limit may need less "
                  "for big in-process swarms)")
       ->capture_default_str();
+  size_t max_connections = dht::NodeOptions{}.max_connections;
+  app.add_option("--max-connections", max_connections,
+                 "outgoing connections a node keeps open at most (0: no bound; LocalSwarm lowers it to fit the "
+                 "descriptor limit)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   Logger quiet(LogLevel::kError);
@@ -71,6 +91,7 @@ int main(int argc, char** argv) {
   options.log = &quiet;
   options.maintenance_interval = Duration::zero();  // no background traffic while measuring
   options.idle_connection_close = from_seconds(idle_close_s);
+  options.max_connections = max_connections;
 
   long rss_before = rss_kib();
   auto started = std::chrono::steady_clock::now();
@@ -80,6 +101,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   double bootstrap_s = ms_since(started) / 1000;
+  long rss_joined = rss_kib();
 
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<size_t> any_node(0, nodes - 1);
@@ -91,6 +113,7 @@ int main(int argc, char** argv) {
   double expiration = SystemClock::instance().unix_seconds() + 3600;
 
   std::uint64_t rpcs_before_puts = rpcs_sent(**swarm);
+  std::uint64_t connects_before_puts = connections(**swarm).first;
   auto puts_started = std::chrono::steady_clock::now();
   for (size_t k = 0; k < keys; ++k) {
     values[k].resize(value_bytes);
@@ -122,7 +145,11 @@ int main(int argc, char** argv) {
   }
   double gets_s = ms_since(gets_started) / 1000;
   std::uint64_t rpcs_after_gets = rpcs_sent(**swarm);
+  auto [connects_after_gets, open_at_end] = connections(**swarm);
 
+  // The bound each node ran with: ours, or the descriptor limit's when lower (0: none).
+  size_t bound = (*swarm)->max_connections_per_node();
+  if (bound == 0 || (max_connections != 0 && max_connections < bound)) bound = max_connections;
   nlohmann::json out{{"impl", "dedloc"},
                      {"nodes", nodes},
                      {"keys", keys},
@@ -136,6 +163,10 @@ int main(int argc, char** argv) {
                      {"get_ok", get_ok},
                      {"rpcs_per_put", static_cast<double>(rpcs_after_puts - rpcs_before_puts) / static_cast<double>(keys)},
                      {"rpcs_per_get", static_cast<double>(rpcs_after_gets - rpcs_after_puts) / static_cast<double>(keys)},
+                     {"connects_per_op", static_cast<double>(connects_after_gets - connects_before_puts) / static_cast<double>(2 * keys)},
+                     {"connections_per_node", static_cast<double>(open_at_end) / static_cast<double>(nodes)},
+                     {"max_connections_per_node", bound},
+                     {"rss_kib_per_node_joined", static_cast<double>(rss_joined - rss_before) / static_cast<double>(nodes)},
                      {"rss_kib_per_node", static_cast<double>(rss_kib() - rss_before) / static_cast<double>(nodes)}};
   std::cout << out.dump() << std::endl;
   return 0;

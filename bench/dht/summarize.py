@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Markdown table of bench/dht results: reads the JSON lines bench_dht and opendht_bench.py printed (one run
-each), groups them by (nodes, impl) and prints the median of every figure across the rounds, then the ratio
+each, run.sh adds idle_cpu_pct), groups them by (nodes, impl) and prints the median of every figure across the
+rounds ("conns/node": a dedloc node's open outgoing connections at the end), then the ratio
 dedloc / OpenDHT of the median put and get latencies where both ran at that size (below 1: dedloc faster).
     bench/dht/summarize.py RESULTS.jsonl
 """
@@ -20,6 +21,10 @@ def fmt(v, digits=2):
     return f"{v:,.{digits}f}"
 
 
+def pct(v):
+    return "–" if v is None else f"{v:.0f}%"
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: summarize.py RESULTS.jsonl")
@@ -37,8 +42,8 @@ def main():
     order = {"dedloc": 0, "opendht": 1}
     rows = sorted(groups, key=lambda g: (g[0], order.get(g[1], 2), g[1]))
     print("| nodes | impl | rounds | keys | bootstrap s | put median ms | put p99 ms | get median ms | get p99 ms "
-          "| put ops/s | get ops/s | put ok | get ok | RSS KiB/node | RPCs/put | RPCs/get |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| put ops/s | get ops/s | put ok | get ok | RSS KiB/node | conns/node | RPCs/put | RPCs/get | idle CPU |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for nodes, impl in rows:
         runs = groups[(nodes, impl)]
         keys = runs[0]["keys"]
@@ -54,8 +59,10 @@ def main():
               f"| {fmt(100 * ok('put_ok'), 1)}% "
               f"| {fmt(100 * ok('get_ok'), 1)}% "
               f"| {fmt(median(runs, lambda r: r['rss_kib_per_node']), 0)} "
+              f"| {fmt(median(runs, lambda r: r.get('connections_per_node')), 1)} "
               f"| {fmt(median(runs, lambda r: r.get('rpcs_per_put')), 1)} "
-              f"| {fmt(median(runs, lambda r: r.get('rpcs_per_get')), 1)} |")
+              f"| {fmt(median(runs, lambda r: r.get('rpcs_per_get')), 1)} "
+              f"| {pct(median(runs, lambda r: r.get('idle_cpu_pct')))} |")
 
     both = sorted({n for n, _ in groups if (n, "dedloc") in groups and (n, "opendht") in groups})
     if both:

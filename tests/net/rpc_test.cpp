@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <future>
+#include <mutex>
 #include <thread>
 
 #include "dedloc/crypto/identity.hpp"
@@ -118,4 +120,53 @@ TEST_CASE("A typed ask() round trip, and ErrorReply becomes the remote Status", 
   REQUIRE_FALSE(refused.is_ok());
   CHECK(refused.status().code() == Code::kRefused);
   CHECK(refused.status().message() == "remote peer: not a leader; try 3f2a");
+}
+
+TEST_CASE("max_connections closes the least recently used idle connection, never one awaiting a reply",
+          "[net][rpc]") {
+  zmq::context_t context;
+  // Server 0 answers its first ping only when told: its connection stays busy while the others are dialled.
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  std::vector<std::thread> workers;
+  std::mutex mutex;
+  Server slow(context, {});
+  slow.handle<wire::Ping>([&](wire::Ping&& ping, Incoming&&, Replier replier) {
+    std::lock_guard<std::mutex> lock(mutex);
+    workers.emplace_back([ping, replier, released] {
+      released.wait();
+      replier.reply(wire::Pong{ping.sent_unix_time, 1.0, "slow"});
+    });
+  });
+  REQUIRE(slow.start().is_ok());
+  std::vector<std::unique_ptr<Server>> fast;
+  for (int i = 0; i < 4; ++i) {
+    fast.push_back(std::make_unique<Server>(context, ServerOptions{}));
+    REQUIRE(fast.back()->start().is_ok());
+  }
+
+  Client client(context, {.max_connections = 2});
+  auto busy = client.call(slow.endpoint(), Outgoing::of(wire::Ping{1}), Deadline::after(30s));
+  for (size_t i = 0; i < fast.size(); ++i) {
+    auto pong = client.ask<wire::Pong>(fast[i]->endpoint(), wire::Ping{2}, 10s);
+    REQUIRE(pong.is_ok());
+    // The busy connection is kept (it awaits a reply) beside at most one idle one: the one just used.
+    CHECK(client.stats().open_connections == 2);
+  }
+  CHECK(client.stats().connections_opened == 5);
+  CHECK_FALSE(busy.ready());
+  release.set_value();
+  auto slow_reply = busy.wait();
+  REQUIRE(slow_reply.is_ok());
+  CHECK(slow_reply->decode<wire::Pong>()->software == "slow");
+
+  // The most recently used connection is still open; asking it again dials nothing new.
+  REQUIRE(client.ask<wire::Pong>(fast.back()->endpoint(), wire::Ping{3}, 10s).is_ok());
+  CHECK(client.stats().connections_opened == 5);
+  // One closed earlier is dialled again, and the bound holds once nothing is in flight.
+  REQUIRE(client.ask<wire::Pong>(fast.front()->endpoint(), wire::Ping{4}, 10s).is_ok());
+  CHECK(client.stats().connections_opened == 6);
+  CHECK(client.stats().open_connections == 2);
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto& w : workers) w.join();
 }

@@ -3,6 +3,11 @@
 // All nodes share one ZeroMQ context (its socket limit raised: each node holds a socket per peer it talks
 // to). Node 0 starts alone; every later node bootstraps through a randomly chosen earlier one, as
 // volunteers joining a running collaboration would.
+//
+// Every connection between two nodes costs this one process three file descriptors (both TCP ends and the
+// client socket's ZeroMQ mailbox), so a big swarm outgrows any usual descriptor limit: the soft limit is
+// raised toward what the swarm could use, and where the hard limit is lower, each node's open connections
+// are bounded (NodeOptions::max_connections, least recently used closed first) so that all of them fit.
 #pragma once
 
 #include <memory>
@@ -31,12 +36,16 @@ class LocalSwarm {
   void kill(size_t i);
   bool alive(size_t i) const { return alive_.at(i); }
   std::vector<size_t> alive_nodes() const;
+  // The bound on each node's open connections that the descriptor limit imposed; 0: none was needed.
+  size_t max_connections_per_node() const { return max_connections_; }
 
  private:
   LocalSwarm();
+  NodeOptions bounded(NodeOptions options) const;  // with max_connections_ applied
   zmq::context_t context_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<bool> alive_;
+  size_t max_connections_ = 0;  // applied to every node (launch() and join())
 };
 
 }  // namespace dedloc::dht

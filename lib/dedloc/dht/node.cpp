@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "dedloc/dht/record.hpp"
@@ -80,8 +81,13 @@ Status Node::start() {
   client_options.self = id();
   client_options.socket = options_.socket;
   client_options.idle_close = options_.idle_connection_close;
+  client_options.max_connections = options_.max_connections;
   client_options.log = options_.log;
-  client_ = std::make_unique<net::Client>(context_, client_options);
+  try {
+    client_ = std::make_unique<net::Client>(context_, client_options);
+  } catch (const std::system_error& e) {
+    return error(Code::kUnavailable, std::string("cannot start a DHT node: ") + e.what());
+  }
 
   if (!options_.listen.empty()) {
     net::ServerOptions server_options;
@@ -117,7 +123,11 @@ void Node::stop() {
   if (maintenance_.joinable()) maintenance_.join();
   if (revocation_watch_.joinable()) revocation_watch_.join();
   if (server_) server_->stop();
-  client_.reset();  // fails our calls in flight with kCancelled; never waits on remote peers
+  // Fails our calls in flight with kCancelled and never waits on remote peers. Destroyed while client_ still
+  // points at it: completions on its loop thread (where lookups are driven, LookupRun) may still reach it
+  // until that thread has stopped, and it cancels what they send.
+  delete client_.get();
+  (void)client_.release();
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -291,35 +301,105 @@ void Node::check_reachable(const std::string& endpoint, const crypto::PeerId& ex
 // ---------------------------------------------------------------------------------------------------------
 // Asking other nodes
 
-void Node::send_rpc(const Contact& to, net::Outgoing request, Deadline deadline, std::shared_ptr<Inbox> inbox) {
+void Node::send_rpc(const Contact& to, net::Outgoing request, Deadline deadline, std::function<void(Answer&&)> deliver) {
+  send_rpc(*client_, to, std::move(request), deadline, std::move(deliver));
+}
+
+void Node::send_rpc(net::Client& client, const Contact& to, net::Outgoing request, Deadline deadline,
+                    std::function<void(Answer&&)> deliver) {
   Deadline rpc_deadline{std::min(deadline.at, Deadline::after(options_.rpc_timeout).at)};
   auto sent = std::chrono::steady_clock::now();
   ++rpcs_sent_;
-  client_->call(to.endpoint, std::move(request), rpc_deadline,
-                [this, to, sent, inbox = std::move(inbox)](Result<net::Incoming>&& reply) {
-                  std::int64_t waited = (std::chrono::steady_clock::now() - sent).count();
-                  std::int64_t longest = longest_rpc_wait_ns_.load();
-                  while (waited > longest && !longest_rpc_wait_ns_.compare_exchange_weak(longest, waited)) {
-                  }
-                  // A reply must come from the node we meant to ask: another process on that port is not it.
-                  if (reply && reply->envelope().sender != to.id) {
-                    reply = error(Code::kRefused, to.endpoint + " answered as peer " +
-                                                      reply->envelope().sender.short_string() + ", not " +
-                                                      to.id.short_string());
-                  }
-                  if (reply) {
-                    // It answers after all (perhaps after the lookup stopped waiting): wait for it again.
-                    std::lock_guard lock(mutex_);
-                    failed_.erase(to.id);
-                  } else {
-                    ++rpcs_failed_;
-                    // A silent or dead node is remembered (and after two strikes leaves our table) even when the
-                    // lookup that asked it finished without it; a node that said no (or is shutting down) is not.
-                    Code code = reply.status().code();
-                    if (code == Code::kTimeout || code == Code::kUnavailable) note_dead(to.id);
-                  }
-                  inbox->push(Answer{to, std::move(reply)});
-                });
+  client.call(to.endpoint, std::move(request), rpc_deadline,
+              [this, to, sent, deliver = std::move(deliver)](Result<net::Incoming>&& reply) {
+                std::int64_t waited = (std::chrono::steady_clock::now() - sent).count();
+                std::int64_t longest = longest_rpc_wait_ns_.load();
+                while (waited > longest && !longest_rpc_wait_ns_.compare_exchange_weak(longest, waited)) {
+                }
+                // A reply must come from the node we meant to ask: another process on that port is not it.
+                if (reply && reply->envelope().sender != to.id) {
+                  reply = error(Code::kRefused, to.endpoint + " answered as peer " +
+                                                    reply->envelope().sender.short_string() + ", not " +
+                                                    to.id.short_string());
+                }
+                if (reply) {
+                  // It answers after all (perhaps after the lookup stopped waiting): wait for it again.
+                  std::lock_guard lock(mutex_);
+                  failed_.erase(to.id);
+                } else {
+                  ++rpcs_failed_;
+                  // A silent or dead node is remembered (and after two strikes leaves our table) even when the
+                  // lookup that asked it finished without it; a node that said no (or is shutting down) is not.
+                  Code code = reply.status().code();
+                  if (code == Code::kTimeout || code == Code::kUnavailable) note_dead(to.id);
+                }
+                deliver(Answer{to, std::move(reply)});
+              });
+}
+
+// One lookup in progress, shared by the caller's thread and the RPC completions on the client's loop thread.
+// Answers are read where they arrive, on the loop thread, which sends the next queries from there: an RPC
+// round then costs no wake-up of the caller and no hand-over back to the loop (an RPC on loopback crosses
+// six threads, and these were two of them). The caller sleeps until the lookup is done, waking only to
+// hand a stalled query's slot to the next candidate, or at its deadline.
+struct Node::LookupRun {
+  LookupRun(Lookup l, net::Client& c, const std::function<net::Outgoing()>& m, const AnswerReader& r, Deadline d)
+      : lookup(std::move(l)), client(c), make_request(m), read(r), deadline(d) {}
+
+  std::mutex mutex;  // guards everything below, and the caller's state that make_request and read touch
+  std::condition_variable wake;  // the caller waits on it
+  Lookup lookup;
+  // Alive until the loop thread has stopped (the node destroys the client in place), so completions may send
+  // through it while the node stops; whatever they send then is cancelled.
+  net::Client& client;
+  // The caller's, valid until it returns from run_lookup: never called once `closed`.
+  const std::function<net::Outgoing()>& make_request;
+  const AnswerReader& read;
+  Deadline deadline;
+  bool finished = false;  // done, or nobody left to ask: the caller may return
+  bool closed = false;    // the caller returned: answers still coming are dropped
+};
+
+void Node::advance(const std::shared_ptr<LookupRun>& run) {
+  // Under run->mutex.
+  if (run->finished) return;
+  auto& lookup = run->lookup;
+  if (stopping_) {
+    run->finished = true;
+    return;
+  }
+  auto steady_now = std::chrono::steady_clock::now();
+  for (const auto& slow : lookup.stall_overdue(steady_now)) note_stalled(slow);
+  for (const auto& contact : lookup.next_queries(steady_now)) {
+    send_rpc(run->client, contact, run->make_request(), run->deadline,
+             [this, run](Answer&& answer) { on_lookup_answer(run, std::move(answer)); });
+  }
+  if (lookup.done() || lookup.in_flight() + lookup.stalled() == 0) run->finished = true;
+}
+
+void Node::on_lookup_answer(const std::shared_ptr<LookupRun>& run, Answer&& answer) {
+  std::unique_lock guard(run->mutex);
+  if (run->closed || run->finished) return;
+  auto& lookup = run->lookup;
+  // (A silent or dead node was noted as failing by send_rpc, whether or not we still wait for it.)
+  auto contacts = run->read(answer.from, answer.reply, lookup);
+  if (!contacts) {
+    lookup.on_failure(answer.from.id);
+  } else {
+    note_alive(Contact{answer.from.id, answer.from.endpoint, now()});
+    {
+      std::lock_guard lock(mutex_);
+      std::erase_if(*contacts, [&](const Contact& c) { return recently_failed(c.id); });
+      for (const auto& c : *contacts) {
+        if (suspected(c.id)) lookup.suspect(c.id);
+      }
+    }
+    lookup.on_answer(answer.from.id, *contacts, std::chrono::steady_clock::now());
+  }
+  advance(run);
+  const bool finished = run->finished;
+  guard.unlock();
+  if (finished) run->wake.notify_one();
 }
 
 Lookup Node::run_lookup(const PeerId& target, const std::function<net::Outgoing()>& make_request,
@@ -340,39 +420,23 @@ Lookup Node::run_lookup(const PeerId& target, const std::function<net::Outgoing(
                               .min_stall_after = options_.rpc_min_stall_timeout,
                               .wait_for_nearest = for_value});
   for (const auto& id : suspects) lookup.suspect(id);
-  // Shared with the RPC completions: answers that arrive after we gave up land here harmlessly.
-  auto inbox = std::make_shared<Inbox>();
-  while (!stopping_) {
-    auto steady_now = std::chrono::steady_clock::now();
-    for (const auto& slow : lookup.stall_overdue(steady_now)) note_stalled(slow);
-    for (const auto& contact : lookup.next_queries(steady_now)) {
-      send_rpc(contact, make_request(), deadline, inbox);
-    }
-    if (lookup.done()) break;
-    if (lookup.in_flight() + lookup.stalled() == 0) break;  // nobody left to ask
-    // Wake when a query stalls, to hand its slot to the next candidate.
-    auto answer = inbox->pop(Deadline{std::min(deadline.at, lookup.next_stall())});
-    if (!answer) {
-      if (deadline.passed()) break;  // the caller's deadline
-      continue;
-    }
-    // (A silent or dead node was noted as failing by send_rpc, whether or not we still wait for it.)
-    auto contacts = read(answer->from, answer->reply, lookup);
-    if (!contacts) {
-      lookup.on_failure(answer->from.id);
-      continue;
-    }
-    note_alive(Contact{answer->from.id, answer->from.endpoint, now()});
-    {
-      std::lock_guard lock(mutex_);
-      std::erase_if(*contacts, [&](const Contact& c) { return recently_failed(c.id); });
-      for (const auto& c : *contacts) {
-        if (suspected(c.id)) lookup.suspect(c.id);
-      }
-    }
-    lookup.on_answer(answer->from.id, *contacts, std::chrono::steady_clock::now());
+  auto run = std::make_shared<LookupRun>(std::move(lookup), *client_, make_request, read, deadline);
+  // The stall time may shrink once the first answers come (lookup.hpp), after the caller chose when to wake:
+  // it wakes at least this often while queries are in flight, to hand on a slot that stalled meanwhile.
+  const Duration recheck = options_.rpc_min_stall_timeout > Duration::zero() ? options_.rpc_min_stall_timeout
+                                                                             : options_.rpc_stall_timeout;
+  std::unique_lock guard(run->mutex);
+  advance(run);
+  while (!run->finished) {
+    TimePoint wake = std::min(deadline.at, run->lookup.next_stall());
+    if (recheck > Duration::zero()) wake = std::min(wake, std::chrono::steady_clock::now() + recheck);
+    run->wake.wait_until(guard, wake);
+    if (run->finished) break;
+    if (deadline.passed()) break;  // the caller's deadline
+    advance(run);
   }
-  return lookup;
+  run->closed = true;
+  return std::move(run->lookup);
 }
 
 std::vector<Contact> Node::replica_set(const PeerId& key, Deadline deadline) {
@@ -407,7 +471,8 @@ Result<StoreResult> Node::store_on(const std::vector<Contact>& targets, const st
       else if (!first_refusal) first_refusal = local;
       continue;
     }
-    send_rpc(target, net::Outgoing::of(wire::DhtStore{key_name, entry, sender_endpoint()}), deadline, inbox);
+    send_rpc(target, net::Outgoing::of(wire::DhtStore{key_name, entry, sender_endpoint()}), deadline,
+             [inbox](Answer&& answer) { inbox->push(std::move(answer)); });
     ++outstanding;
   }
   for (; outstanding > 0; --outstanding) {
@@ -733,7 +798,7 @@ size_t Node::stored_keys() const {
 
 NodeStats Node::stats() const {
   return {rpcs_sent_.load(), rpcs_failed_.load(), Duration(longest_rpc_wait_ns_.load()),
-          server_ ? server_->stats() : net::ServerStats{}};
+          server_ ? server_->stats() : net::ServerStats{}, client_ ? client_->stats() : net::ClientStats{}};
 }
 
 void Node::revocation_loop(std::shared_ptr<net::AccessControl> access) {

@@ -3,9 +3,10 @@
 //
 // Threads: the RPC server's loop answers other nodes (handlers only touch the table and storage under a
 // lock, so they never block on the network); the RPC client's loop sends our requests and runs their
-// completions, which only push into the waiting caller's inbox; store()/get() drive their lookups on the
-// caller's thread, so many may run at once from many threads; an optional maintenance thread purges
-// expired records and re-stores what we hold to the nodes currently nearest to each key.
+// completions, which read a lookup's answers and send its next queries; store()/get() start their lookups
+// on the caller's thread and sleep until done (or a query stalls), so many may run at once from many
+// threads; an optional maintenance thread purges expired records and re-stores what we hold to the nodes
+// currently nearest to each key.
 //
 // Every wait has a deadline: each RPC its own (rpc_timeout), each operation the caller's. A lookup waits for
 // an RPC only a stall time (4x its slowest answer so far, 100 to 500 ms by default) before asking the next
@@ -80,6 +81,13 @@ struct NodeOptions {
   ValidatorOptions validation;
   net::SocketOptions socket;
   Duration idle_connection_close = std::chrono::seconds(60);
+  // Outgoing connections kept open at most (net::ClientOptions::max_connections, least recently used closed
+  // first; 0: no bound). A lookup talks to nodes all over the id space, so without a bound a node of a big
+  // swarm holds a connection to every node it asked within `idle_connection_close`: ~70-140 KiB of ZeroMQ
+  // buffers and 2 file descriptors each in its process (and 1 descriptor in the peer's), more than the usual
+  // limit of 1,024 descriptors allows. With 64, a node of a 64-node swarm keeps all its peers connected
+  // (bench/dht/README.md).
+  size_t max_connections = 64;
   const Clock* clock = &SystemClock::instance();  // its unix time stamps expirations (deadlines are steady time)
   Logger* log = &Logger::global();
 };
@@ -111,6 +119,7 @@ struct NodeStats {
   std::uint64_t rpcs_failed = 0;      // timed out, refused or garbled
   Duration longest_rpc_wait{0};       // the longest any RPC of ours waited for its outcome
   net::ServerStats server;            // requests others sent us (none for a client-mode node)
+  net::ClientStats client;            // our outgoing connections
 };
 
 class Node {
@@ -172,6 +181,7 @@ class Node {
  private:
   struct Answer;  // one RPC's outcome, as the lookup driver sees it
   using Inbox = BlockingQueue<Answer>;
+  struct LookupRun;  // a lookup in progress (node.cpp)
 
   double now() const { return options_.clock->unix_seconds(); }
   std::string sender_endpoint() const { return options_.client_mode ? std::string() : advertised_; }
@@ -183,8 +193,15 @@ class Node {
   // `for_value`: a get, which waits for its nearest candidates (LookupOptions::wait_for_nearest).
   Lookup run_lookup(const PeerId& target, const std::function<net::Outgoing()>& make_request,
                     const AnswerReader& read, Deadline deadline, bool for_value = false);
-  // Sends one RPC with the node's RPC deadline (capped by `deadline`); the outcome goes to `inbox`.
-  void send_rpc(const Contact& to, net::Outgoing request, Deadline deadline, std::shared_ptr<Inbox> inbox);
+  // Sends one RPC with the node's RPC deadline (capped by `deadline`); `deliver` gets the outcome, on the
+  // client's loop thread.
+  void send_rpc(const Contact& to, net::Outgoing request, Deadline deadline, std::function<void(Answer&&)> deliver);
+  void send_rpc(net::Client& client, const Contact& to, net::Outgoing request, Deadline deadline,
+                std::function<void(Answer&&)> deliver);
+  // Under run->mutex: hands stalled slots on, sends the next queries, and marks the run finished when done.
+  void advance(const std::shared_ptr<LookupRun>& run);
+  // An RPC of the run answered or failed (on the client's loop thread).
+  void on_lookup_answer(const std::shared_ptr<LookupRun>& run, Answer&& answer);
   // Sends `entry` to the nodes of `targets` (ourselves stored locally) and waits for all outcomes.
   Result<StoreResult> store_on(const std::vector<Contact>& targets, const std::string& key_name,
                                const wire::RecordEntry& entry, Deadline deadline);

@@ -46,6 +46,7 @@ class ClientLoop {
     mailbox_.push({});
   }
   void run();
+  ClientStats stats() const { return {open_connections_.load(), connections_opened_.load()}; }
 
  private:
   struct Connection {
@@ -70,6 +71,9 @@ class ClientLoop {
   void complete(std::uint64_t request_id, Result<Incoming>&& outcome);
   void expire_deadlines();
   void close_idle_connections();
+  // Below max_connections, room for one more: closes least recently used idle connections.
+  void make_room_for_connection();
+  void connections_changed() { open_connections_.store(connections_.size(), std::memory_order_relaxed); }
   Connection* connection_for(const std::string& endpoint, Status& failure);
 
   zmq::context_t& context_;
@@ -83,6 +87,8 @@ class ClientLoop {
   std::unordered_map<std::uint64_t, Pending> pending_;
   std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<>> deadlines_;
   std::uint64_t next_request_id_ = 1;
+  std::atomic<size_t> open_connections_{0};
+  std::atomic<std::uint64_t> connections_opened_{0};
 };
 
 ClientLoop::Connection* ClientLoop::connection_for(const std::string& endpoint, Status& failure) {
@@ -93,6 +99,7 @@ ClientLoop::Connection* ClientLoop::connection_for(const std::string& endpoint, 
     failure = relayed.status();
     return nullptr;
   }
+  make_room_for_connection();
   zmq::socket_t socket;
   try {
     socket = zmq::socket_t(context_, zmq::socket_type::dealer);
@@ -107,6 +114,8 @@ ClientLoop::Connection* ClientLoop::connection_for(const std::string& endpoint, 
   failure = connect_to(socket, *relayed ? (*relayed)->relay_endpoint : endpoint, options_.socket.transport.get());
   if (!failure.is_ok()) return nullptr;
   auto inserted = connections_.emplace(endpoint, Connection{std::move(socket), 0, {}, std::move(route)}).first;
+  connections_opened_.fetch_add(1, std::memory_order_relaxed);
+  connections_changed();
   return &inserted->second;
 }
 
@@ -172,6 +181,7 @@ void ClientLoop::disconnect_now(const std::string& endpoint) {
   for (std::uint64_t rid : in_flight) complete(rid, error(Code::kCancelled, "the connection to " + endpoint + " was closed"));
   // Linger is 0: closing drops what is queued at once, and ZeroMQ gives back its zero-copy frames.
   connections_.erase(endpoint);
+  connections_changed();
 }
 
 void ClientLoop::complete(std::uint64_t request_id, Result<Incoming>&& outcome) {
@@ -248,6 +258,23 @@ void ClientLoop::close_idle_connections() {
       ++it;
     }
   }
+  connections_changed();
+}
+
+void ClientLoop::make_room_for_connection() {
+  if (options_.max_connections == 0) return;
+  while (connections_.size() >= options_.max_connections) {
+    // A linear scan: the bound is small (it is there to be small), and this runs once per new connection.
+    auto oldest = connections_.end();
+    for (auto it = connections_.begin(); it != connections_.end(); ++it) {
+      if (it->second.in_flight == 0 && (oldest == connections_.end() || it->second.last_used < oldest->second.last_used)) {
+        oldest = it;
+      }
+    }
+    if (oldest == connections_.end()) return;  // every one awaits a reply: exceed the bound for now
+    connections_.erase(oldest);  // linger is bounded: closing never waits on the peer
+  }
+  connections_changed();
 }
 
 void ClientLoop::run() {
@@ -316,6 +343,7 @@ void ClientLoop::run() {
   }
   cancel_from_loop();
   connections_.clear();
+  connections_changed();
 }
 
 Client::Client(zmq::context_t& context, ClientOptions options)
@@ -341,6 +369,8 @@ PendingCall Client::call(const std::string& endpoint, Outgoing request, Deadline
 }
 
 void Client::cancel_pending() { loop_->request_cancel(); }
+
+ClientStats Client::stats() const { return loop_->stats(); }
 
 void Client::disconnect(const std::string& endpoint) {
   ClientLoop::Request request;

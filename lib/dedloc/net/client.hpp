@@ -1,7 +1,7 @@
 // The RPC client: requests to many endpoints, many in flight, each with its own deadline.
 //
-// One loop thread owns a DEALER socket per remote endpoint (connected on first use, closed when idle) and
-// matches replies to requests by request id. call() may be used from any thread, including from inside a
+// One loop thread owns a DEALER socket per remote endpoint (connected on first use, closed when idle, or when
+// over `max_connections` the least recently used idle one) and matches replies to requests by request id. call() may be used from any thread, including from inside a
 // completion callback. Every call completes exactly once: with the reply, with the remote peer's
 // ErrorReply as a Status, with kTimeout at its deadline (a dead or silent peer), or with kCancelled when
 // the client is destroyed.
@@ -28,6 +28,13 @@ struct ClientOptions {
   SocketOptions socket;                                // linger, queue bounds, wire limits
   Duration idle_close = std::chrono::seconds(60);      // close a connection unused for this long
   Logger* log = &Logger::global();
+  // Connections kept open at most (0: no bound). Opening one more first closes the least recently used
+  // connection with no call in flight; connections with calls in flight are never closed, so the bound is
+  // exceeded while more peers than that are awaited at once. Each connection costs ~60-140 KiB of ZeroMQ
+  // buffers at both ends and three file descriptors (bench/dht/README.md); a client that talks to a
+  // stream of different peers (a DHT node) would otherwise hold every one of them for `idle_close`.
+  // (Last, so that positional initializers of the fields above stay valid.)
+  size_t max_connections = 0;
 };
 
 // A call in flight (like c10d's Work): wait() blocks until its outcome, at the latest its deadline.
@@ -43,12 +50,18 @@ class PendingCall {
   std::future<Result<Incoming>> future_;
 };
 
+struct ClientStats {
+  size_t open_connections = 0;        // now
+  std::uint64_t connections_opened = 0;  // since the client started
+};
+
 class ClientLoop;  // client.cpp
 
 class Client {
  public:
   using Callback = std::function<void(Result<Incoming>&&)>;
 
+  // Throws std::system_error when the process is out of file descriptors (its mailbox needs one).
   Client(zmq::context_t& context, ClientOptions options);
   ~Client();  // fails calls still in flight with kCancelled; never waits for remote peers
   Client(const Client&) = delete;
@@ -78,6 +91,8 @@ class Client {
   // and must have that memory back. Ordered after the calls this thread made before it; a later call to
   // `endpoint` connects anew. Thread-safe.
   void disconnect(const std::string& endpoint);
+
+  ClientStats stats() const;
 
  private:
   std::shared_ptr<ClientLoop> loop_;

@@ -5,14 +5,13 @@
 
 #include <cerrno>
 #include <cstdint>
-
-#include "dedloc/core/check.hpp"
+#include <system_error>
 
 namespace dedloc::net {
 
 Doorbell::Doorbell() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-  // Out of file descriptors at construction: no sane way on.
-  DEDLOC_CHECK(fd_ >= 0, "eventfd failed");
+  // Out of file descriptors (EMFILE): the client or server being made cannot work; whoever makes it decides.
+  if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "cannot make a mailbox's eventfd");
 }
 
 Doorbell::~Doorbell() { ::close(fd_); }

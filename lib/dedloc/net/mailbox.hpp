@@ -15,7 +15,7 @@ class Mailbox;
 // The eventfd half, shared by all Mailbox instantiations.
 class Doorbell {
  public:
-  Doorbell();
+  Doorbell();  // throws std::system_error when no eventfd can be made (out of file descriptors)
   ~Doorbell();
   Doorbell(const Doorbell&) = delete;
   Doorbell& operator=(const Doorbell&) = delete;

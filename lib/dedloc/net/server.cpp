@@ -1,6 +1,7 @@
 #include "dedloc/net/server.hpp"
 
 #include <deque>
+#include <system_error>
 #include <unordered_map>
 
 #include "dedloc/core/clock.hpp"
@@ -292,7 +293,11 @@ Status Server::start() {
       return error(Code::kUnavailable, "cannot listen on " + extra + ": " + e.what());
     }
   }
-  loop_ = std::make_shared<ServerLoop>(std::move(socket), options_, handlers_);
+  try {
+    loop_ = std::make_shared<ServerLoop>(std::move(socket), options_, handlers_);
+  } catch (const std::system_error& e) {
+    return error(Code::kUnavailable, "cannot serve on " + endpoint_ + ": " + e.what());
+  }
   thread_ = std::thread([loop = loop_] { loop->run(); });
   options_.log->debug("rpc") << "serving on " << endpoint_;
   return Status::ok();

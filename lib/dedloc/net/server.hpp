@@ -104,7 +104,8 @@ class Server {
     });
   }
 
-  // Binds and starts the loop thread. kUnavailable when the address cannot be bound.
+  // Binds and starts the loop thread. kUnavailable when the address cannot be bound, or the process is out
+  // of file descriptors.
   Status start();
   // The endpoint really bound, as others dial it: "tcp://127.0.0.1:41234", and "/k/KEY" after it when the
   // transport is encrypted (SocketOptions::transport). Valid after start().
