@@ -127,4 +127,10 @@ std::uint64_t parameters_hash(const TrainingState& state) {
   return hash == 0 ? 1 : hash;
 }
 
+std::string parameters_hash_hex(std::uint64_t hash) {
+  std::uint8_t bytes[8];
+  for (size_t k = 0; k < 8; ++k) bytes[k] = static_cast<std::uint8_t>(hash >> (8 * k));
+  return to_hex(ByteSpan(bytes, sizeof bytes));
+}
+
 }  // namespace dedloc::avg

@@ -87,5 +87,8 @@ class TrainingState {
 // whose parameters left the swarm's notices (collab/divergence.hpp); equal parameters, equal hashes, and a
 // single flipped bit changes it. Never 0 (0 means "none" on the wire).
 std::uint64_t parameters_hash(const TrainingState& state);
+// The hash as 16 hex digits, the digest's bytes in order: what `dedloc-train --params-hash` prints for the
+// same parameters.
+std::string parameters_hash_hex(std::uint64_t hash);
 
 }  // namespace dedloc::avg

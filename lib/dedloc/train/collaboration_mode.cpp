@@ -16,15 +16,14 @@ Result<CollaborationOptions> read_collaboration_options(ConfigReader section) {
   std::string mode = "synchronous";
   section.read("mode", mode);
   auto bad = [&](const std::string& what) { return error(Code::kInvalidArgument, section.where() + ": " + what); };
-  if (mode == "synchronous") {
-    options.mode = CollaborationMode::kSynchronous;
-  } else if (mode == "delayed") {
-    options.mode = CollaborationMode::kDelayed;
-  } else if (mode == "diloco") {
-    options.mode = CollaborationMode::kDiloco;
-  } else {
-    return bad("mode: '" + mode + "' is not a mode (synchronous, delayed or diloco)");
+  bool known = false;
+  for (auto candidate : {CollaborationMode::kSynchronous, CollaborationMode::kDelayed, CollaborationMode::kDiloco}) {
+    if (mode == to_string(candidate)) {
+      options.mode = candidate;
+      known = true;
+    }
   }
+  if (!known) return bad("mode: '" + mode + "' is not a mode (synchronous, delayed or diloco)");
   section.read("resync_divergent", options.resync_divergent);
   // The outer keys mean nothing to a synchronous run: given there, they are a mistake worth naming.
   for (std::string_view key : {"inner_batch_size", "outer_lr", "outer_momentum", "outer_nesterov"}) {

@@ -34,12 +34,6 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::string to_hex_u64(std::uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
 bool all_finite(std::span<const float> values) {
   for (float v : values) {
     if (!std::isfinite(v)) return false;
@@ -811,7 +805,8 @@ bool Trainer::resync_if_diverged(TrainerReport& report) {
   if (std::chrono::steady_clock::now() < p.next_catch_up) return false;  // the backoff after a failed attempt
   Logger::Line(options_.log, LogLevel::kInfo, kLog)
       << "epoch " << epoch_ << ": our parameters differ from those of " << verdict.agreeing << " of the " << verdict.peers
-      << " peers (hash " << to_hex_u64(p.params_hash) << " against " << to_hex_u64(verdict.swarm_hash)
+      << " peers (hash " << avg::parameters_hash_hex(p.params_hash) << " against "
+      << avg::parameters_hash_hex(verdict.swarm_hash)
       << "): downloading theirs";
   auto caught = catch_up(report, verdict.swarm_hash);
   if (!caught.is_ok() && !stopping()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
