@@ -59,6 +59,8 @@ void print_event(const train::TrainerEvent& e) {
   nlohmann::json line = {{"event", train::to_string(e.kind)}, {"epoch", e.epoch}};
   if (e.kind == train::TrainerEvent::Kind::kLoadedState) {
     line["resync"] = e.resync;
+    line["donor"] = e.donor;
+    line["download_seconds"] = e.download_seconds;
   } else {
     line["loss"] = e.loss;
     line["samples"] = e.samples;

@@ -112,17 +112,27 @@ void Averager::prepare(const VectorSchema& schema, size_t expected_peers, const 
   if (prepared_ && prepared_->what == what && prepared_->schema.hash == schema.hash) return;
   withdraw();  // a round prepared for another `what` (the caller moved on): served, not left waiting
   matchmaker_->hold();  // here, not in the search's thread: our step may come before that thread runs
-  prepared_ = Prepared{what, schema, std::async(std::launch::async, [this, schema, expected_peers, what] {
+  auto found = std::make_shared<std::atomic<bool>>(false);
+  prepared_ = Prepared{what, schema, std::async(std::launch::async, [this, schema, expected_peers, what, found] {
                          auto group = matchmaker_->find_group(schema.hash, schema.length, expected_peers,
                                                               options_.run_id + "_" + what);
                          if (group) all_reduce_->expect(*group);  // members that step before us: hold their parts
+                         if (group) found->store(true);
                          return group;
-                       })};
+                       }), found};
 }
 
 const std::string& Averager::prepared_round() const {
   static const std::string kNone;
   return prepared_ ? prepared_->what : kNone;
+}
+
+Averager::AheadSearch Averager::ahead_search() const {
+  if (!prepared_) return AheadSearch::kNone;
+  if (prepared_->found->load()) return AheadSearch::kFound;
+  // `found` is set before the search returns: a search that returned without it found nobody.
+  if (prepared_->group.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return AheadSearch::kSearching;
+  return prepared_->found->load() ? AheadSearch::kFound : AheadSearch::kNotFound;
 }
 
 void Averager::withdraw() {

@@ -6,6 +6,7 @@
 // peers that have a model, so an aux peer, which has none, learns what it averages from there.
 #pragma once
 
+#include <atomic>
 #include <future>
 #include <memory>
 #include <optional>
@@ -91,6 +92,9 @@ class Averager {
   void prepare(const VectorSchema& schema, size_t expected_peers, const std::string& what);
   // The round prepare() is looking for or found a group for; empty when none.
   const std::string& prepared_round() const;
+  // Where prepare()'s search for the prepared round stands (kNone: nothing prepared); never blocks.
+  enum class AheadSearch { kNone, kSearching, kFound, kNotFound };
+  AheadSearch ahead_search() const;
   // Gives up the prepared round: if a group formed, we still serve it, contributing nothing (weight 0), in
   // the background, so that its members are not left waiting out their sender timeout for us.
   void withdraw();
@@ -131,6 +135,7 @@ class Averager {
     std::string what;
     VectorSchema schema;
     std::future<Result<Group>> group;  // the background search
+    std::shared_ptr<std::atomic<bool>> found;  // set by the search when it found a group (before it returns)
   };
   std::optional<Prepared> prepared_;
   std::future<void> withdrawn_;       // a withdrawn group's round, served without contributing

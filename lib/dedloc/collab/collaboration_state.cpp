@@ -59,6 +59,11 @@ void ThroughputEma::update(std::uint64_t samples, double now) {
   rate_ = weight * instant + (1 - weight) * rate_;
 }
 
+bool round_over_without_us(const std::vector<PeerProgress>& others, std::uint64_t our_epoch) {
+  const auto past = std::count_if(others.begin(), others.end(), [&](const PeerProgress& p) { return p.epoch > our_epoch; });
+  return 2 * static_cast<size_t>(past) > others.size();
+}
+
 void ThroughputEma::resume(double now) {
   paused_ = false;
   last_ = now;

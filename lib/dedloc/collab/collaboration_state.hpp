@@ -42,6 +42,15 @@ struct EstimateOptions {
 CollaborationState estimate_collaboration(const std::vector<PeerProgress>& peers, std::uint64_t target_batch_size,
                                           double now, const EstimateOptions& options = {});
 
+// Whether the gradient round of `our_epoch` is over without us: a strict majority of the other live
+// trainers (`others`: their progress records, ours left out) already stepped past it. A peer that lags (its
+// last round ended late, its micro-batch is long, it just downloaded) and holds no group found ahead would
+// otherwise look for a group that nobody looks for any more, wait out matchmaking, step with its own
+// gradients, and start the next round late again: a lag that feeds itself until the peer falls two epochs
+// behind. Loading the swarm's state instead puts it in the next round on time. A single peer ahead (one
+// that stepped alone) is not a majority, so it moves nobody.
+bool round_over_without_us(const std::vector<PeerProgress>& others, std::uint64_t our_epoch);
+
 // An exponential moving average of samples/s over compute time only (hivemind's PerformanceEMA): the time
 // spent averaging or waiting between update() calls while paused does not count, so the rate others read
 // is how fast this peer computes, not how fast the last step went.

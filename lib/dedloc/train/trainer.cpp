@@ -369,7 +369,11 @@ Result<avg::StepOutcome> Trainer::run_gradient_round(double weight) {
   // Peers we know of but did not meet may have looked just before or after us (their batch came a
   // moment apart): one more window overlaps theirs, where stepping alone now would leave us out of
   // phase for good.
-  if (outcome && outcome->group_size == 0 && p.swarm.others() > 0 && !stopping()) outcome = average();
+  // Not when most of them already stepped past this round: nobody is left to meet.
+  if (outcome && outcome->group_size == 0 && p.swarm.others() > 0 && !stopping() &&
+      !collab::round_over_without_us(p.swarm.tracker().others_records(), epoch_)) {
+    outcome = average();
+  }
   return outcome;
 }
 
@@ -618,6 +622,7 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swa
   download.max_donors = 1;  // optimizer statistics are not averaged: stripes must come from one peer
   download.log = options_.log;
   p.ema.pause();
+  const auto download_began = std::chrono::steady_clock::now();
   Result<avg::DownloadedState> downloaded = error(Code::kCancelled, "stopped");
   {
     auto breaker = interruptible();
@@ -652,6 +657,8 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swa
   if (options_.on_event) {
     TrainerEvent event{.kind = TrainerEvent::Kind::kLoadedState, .epoch = epoch_};
     event.resync = swarm_hash.has_value();
+    event.donor = donor;
+    event.download_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - download_began).count();
     if (options_.hash_parameters) describe_parameters(event);
     options_.on_event(event);
   }
@@ -773,6 +780,10 @@ Status Trainer::train_until(TrainerReport& report) {
       continue;
     }
     if (resync_if_diverged(report)) continue;
+    if (state.epoch > progress_epoch()) {
+      const LateRound late = handle_late_round(state, report);
+      if (late != LateRound::kStep) continue;
+    }
     if (state.batch_ready() || state.epoch > progress_epoch()) {
       DEDLOC_RETURN_IF_ERROR(guard_torch("taking global step " + std::to_string(epoch_ + 1), [&] { step(report); }));
     } else {
@@ -785,6 +796,30 @@ Status Trainer::train_until(TrainerReport& report) {
     DEDLOC_RETURN_IF_ERROR(guard_torch("applying global step " + std::to_string(epoch_ + 1), [&] { finish_delayed_step(report); }));
   }
   return Status();
+}
+
+Trainer::LateRound Trainer::handle_late_round(const collab::CollaborationState& state, TrainerReport& report) {
+  auto& p = *parts_;
+  // Delayed and DiLoCo rounds are not a step behind in the same way (the record already moved on; the
+  // outer round spans many batches): they step as the swarm does.
+  if (options_.collaboration.mode != CollaborationMode::kSynchronous || p.swarm.others() == 0) return LateRound::kStep;
+  auto& averager = p.swarm.averager();
+  const bool ours = averager.prepared_round() == collab::gradient_round(epoch_);
+  const auto search = ours ? averager.ahead_search() : avg::Averager::AheadSearch::kNone;
+  if (search == avg::Averager::AheadSearch::kFound) return LateRound::kStep;  // our group waits for us
+  const auto others = p.swarm.tracker().others_records();
+  if (!collab::round_over_without_us(others, epoch_)) return LateRound::kStep;
+  if (search == avg::Averager::AheadSearch::kSearching) return LateRound::kWait;  // it ends within matchmaking_time
+  if (std::chrono::steady_clock::now() < p.next_catch_up) return LateRound::kStep;  // the backoff after a failed download
+  const auto past = std::count_if(others.begin(), others.end(), [&](const auto& r) { return r.epoch > epoch_; });
+  Logger::Line(options_.log, LogLevel::kInfo, kLog)
+      << "epoch " << epoch_ << ": " << past << " of the " << others.size() << " other peers finished this round "
+      << "without us (the swarm is at epoch " << state.epoch << "): loading the swarm's state instead of looking "
+      << "for a group";
+  averager.withdraw();
+  auto caught = catch_up(report);
+  if (!caught.is_ok() && !stopping()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
+  return LateRound::kCaughtUp;
 }
 
 bool Trainer::resync_if_diverged(TrainerReport& report) {

@@ -72,6 +72,10 @@ struct TrainerEvent {
   // kLoadedState: a resync (our parameters had left the majority's: collab/divergence.hpp) rather than a
   // catch-up with a swarm that was ahead.
   bool resync = false;
+  // kLoadedState: the donor it came from (its address) and how long the download took, so that a run's
+  // lines show how joiners spread over donors.
+  std::string donor;
+  double download_seconds = 0;
   // With TrainerOptions::hash_parameters, what the parameters are after the step or download, so that a
   // test can tell a joiner that loaded the swarm's parameters from one that only took its epoch number.
   // params_hash: a BLAKE2b of every parameter's float32 values, in the model's order, as 16 hex digits;
@@ -209,6 +213,12 @@ class Trainer {
   Status catch_up(TrainerReport& report, std::optional<std::uint64_t> swarm_hash = std::nullopt);
   // A resync when the progress records say our parameters left the majority's; true when it tried one.
   bool resync_if_diverged(TrainerReport& report);
+  // What a lagging peer does once the swarm ahead of it finished our round without us
+  // (collab::round_over_without_us): kStep when it still holds a group found ahead (or may not download
+  // yet), kWait while its search ahead may still find one, kCaughtUp when it loaded the swarm's state (or
+  // tried to) instead of looking for a group nobody looks for any more.
+  enum class LateRound { kStep, kWait, kCaughtUp };
+  LateRound handle_late_round(const collab::CollaborationState& state, TrainerReport& report);
   // Snapshots the state, serves it to joiners and hashes its parameters for our progress record.
   void serve_current_state();
   // The joiner's download at start: attempts until the swarm is no longer ahead of us; kCancelled when stopped.

@@ -108,3 +108,24 @@ TEST_CASE("Progress records round-trip, and hostile ones are refused", "[unit][t
   CHECK(validator.validate(progress_key("run1"), good, 1.7e9).is_ok());
   CHECK_FALSE(validator.validate(progress_key("run1"), bad, 1.7e9).is_ok());
 }
+
+TEST_CASE("A round is over without us once most other trainers stepped past it", "[unit][collab]") {
+  auto at = [](std::uint64_t epoch) { return peer(epoch, 0, 20, 1.7e9); };
+  // Shaped like the lab's 64-peer run (bench/lab/README.md) when a lagging volunteer finished its batch:
+  // 27 peers had averaged epoch 17 and stepped to 18, 24 others lagged at 17.
+  std::vector<PeerProgress> others;
+  for (int i = 0; i < 27; ++i) others.push_back(at(18));
+  for (int i = 0; i < 24; ++i) others.push_back(at(17));
+  CHECK(round_over_without_us(others, 17));       // 27 of 51 moved on
+  CHECK_FALSE(round_over_without_us(others, 18)); // those at 18 are still in our round
+  others.push_back(at(17));
+  others.push_back(at(17));
+  others.push_back(at(17));
+  CHECK_FALSE(round_over_without_us(others, 17)); // 27 of 54: half is not a majority
+  // One peer ahead (it stepped alone) moves nobody; nor does anything when we are alone.
+  CHECK_FALSE(round_over_without_us({at(9), at(8), at(8)}, 8));
+  CHECK_FALSE(round_over_without_us({}, 8));
+  CHECK(round_over_without_us({at(9)}, 8));
+  // Peers behind us count against "over": they may still look for a group at our epoch or before.
+  CHECK_FALSE(round_over_without_us({at(9), at(7), at(7)}, 8));
+}
