@@ -29,3 +29,35 @@ TEST_CASE("Lab scenario: peers behind NAT train with public peers through a rela
   CHECK(report["groups"]["home"]["bytes_sent_per_step"].get<double>() > 0);
   CHECK(report["predicted_steps_per_s"].get<double>() > 0);
 }
+
+// The volunteer-scale scenario in short (bench/lab/scenarios/volunteers-16.yaml; the 64-peer one is
+// tests/proc/lab_volunteers_test.cpp, labelled slow): 16 peers, two groups averaging side by side, volunteers
+// behind NAT coming and going, a wave of 4 joining at once, a relay killed. The bounds are looser than the
+// goals recorded in bench/lab/README.md (there: 90% of steps averaged), because the suite runs this beside
+// other tests on two cores.
+TEST_CASE("Lab scenario: 16 volunteers come and go, a wave joins, a relay dies, and the swarm keeps averaging", "[proc][lab]") {
+  if (auto probe = lab::LabNetwork::create(1); !probe) {
+    test::skip_test("the lab cannot run here: " + probe.status().to_string());
+  }
+  auto run = test::run_command("'" + test::binary_path("tools/dedloc-lab/dedloc-lab") + "' run '" +
+                               test::source_path("bench/lab/scenarios/volunteers-16.yaml") + "' --json 2>&1");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const auto report = nlohmann::json::parse(run.output.substr(run.output.rfind("\n{") + 1));
+  CHECK(report["global_steps"].get<int>() >= 5);
+  CHECK(report["averaged_fraction"].get<double>() >= 0.75);
+  CHECK(report["nonfinite_losses"].get<int>() == 0);
+  // Nobody's all-reduce ran past its deadline waiting for the dead (a cut round reads exactly 1).
+  CHECK(report["longest_round_over_deadline"].get<double>() <= 1.05);
+  // The wave: every joiner downloaded the state, and not all from one donor.
+  const auto& wave = report["waves"]["wave"];
+  CHECK(wave["downloads"].get<int>() >= 4);
+  CHECK(wave["donors"].get<int>() >= 2);
+  CHECK(wave["averaged"].get<int>() >= 3);
+  // Memory stays bounded: a synthetic trainer is about 200 MiB (most of it libtorch's code).
+  for (const char* group : {"node", "home", "wave"}) {
+    INFO(group);
+    CHECK(report["groups"][group]["peak_rss_mib"].get<double>() < 600);
+  }
+  CHECK(report["groups"]["home"]["bytes_sent_per_step"].get<double>() > 0);
+}

@@ -81,6 +81,8 @@ Result<Scenario> load_scenario(const std::string& path) {
     g.read("nat", group.nat);
     g.read("compute", group.compute);
     read_link(g, group.link, errors);
+    read_parsed(g, "join_at", group.join_at, parse_duration, errors);
+    if (group.join_at >= s.duration) errors.push_back(g.where() + ": join_at: must be before the run ends (duration)");
     if (role == "node") group.role = PeerRole::kNode;
     else if (role == "client") group.role = PeerRole::kClient;
     else if (role == "aux") group.role = PeerRole::kAux;

@@ -20,6 +20,7 @@
 //       rtt: 100ms                # to a host with the same rtt (each end adds a quarter each way)
 //       loss: 0.1%                # of each packet the peer sends
 //       jitter: 0
+//       join_at: 150s             # optional: the group's peers all start then (a wave of joiners)
 //   faults:                       # each at a time after the start
 //     - {at: 90s, kill: home-3}                 # SIGKILL (a machine losing power)
 //     - {at: 120s, start: home-3}               # (re)start it: a joiner
@@ -47,6 +48,7 @@ struct PeerGroup {
   bool nat = false;
   double compute = 10;  // samples/s
   LinkSpec link;
+  Duration join_at{0};  // when the group's peers start (all at once: a wave of joiners); 0: with the run
 };
 
 struct Fault {

@@ -23,6 +23,38 @@ bool is_step(const std::string& event) {
   return event == "averaged" || event == "alone" || event == "local" || event == "skipped";
 }
 
+// The peer id a dedloc address ends with (".../p/<id>"); the whole address when it names none.
+std::string peer_of(const std::string& address) {
+  const size_t p = address.rfind("/p/");
+  return p == std::string::npos ? address : address.substr(p + 3);
+}
+
+// How downloads spread over donors: how many, from how many donors, the most any one served, and the
+// median download time.
+nlohmann::json donor_load(const std::vector<std::pair<std::string, double>>& downloads,
+                          const std::map<std::string, std::string>& name_of_peer) {
+  std::map<std::string, size_t> served;
+  std::vector<double> seconds;
+  for (const auto& [donor, took] : downloads) {
+    ++served[donor];
+    seconds.push_back(took);
+  }
+  size_t most = 0;
+  std::string busiest;
+  for (const auto& [donor, count] : served) {
+    if (count > most) {
+      most = count;
+      const auto name = name_of_peer.find(donor);
+      busiest = name == name_of_peer.end() ? donor : name->second;
+    }
+  }
+  return {{"downloads", downloads.size()},
+          {"donors", served.size()},
+          {"max_per_donor", most},
+          {"busiest_donor", busiest},
+          {"median_download_s", median(seconds)}};
+}
+
 }  // namespace
 
 nlohmann::json build_report(const RunRecord& run) {
@@ -32,15 +64,54 @@ nlohmann::json build_report(const RunRecord& run) {
   for (size_t h = 0; h < run.hosts.size(); ++h) host_of_process[run.hosts[h].process] = h;
 
   std::map<std::uint64_t, TimePoint> epoch_first_reached;
-  std::uint64_t samples = 0;
+  std::uint64_t samples = 0, samples_averaged = 0;
   size_t steps_reported = 0, steps_averaged = 0;
+  size_t nonfinite_losses = 0;
+  double longest_round_over_deadline = 0;
+  std::map<std::string, std::string> name_of_peer;  // peer id -> lab host name, from the ready lines
+  std::vector<std::pair<std::string, double>> downloads;                 // (donor peer id, seconds)
+  std::map<size_t, std::vector<std::pair<std::string, double>>> wave_downloads;  // per joining group
+  std::map<size_t, TimePoint> last_event;  // per process: its last step or download (a gap is a wait)
+  double longest_gap = 0;
+  std::string longest_gap_peer;
   std::map<size_t, std::pair<std::optional<TimePoint>, std::optional<TimePoint>>> join_progress;  // loaded, averaged
   for (const OutputLine& line : run.lines) {
     if (line.text.empty() || line.text[0] != '{') continue;
     const auto j = nlohmann::json::parse(line.text, nullptr, false);
-    if (!j.is_object() || !j.contains("event") || !j["event"].is_string()) continue;
+    if (!j.is_object()) continue;
+    const size_t host = host_of_process[line.process];
+    if (j.contains("peer_id") && j["peer_id"].is_string()) name_of_peer[j["peer_id"]] = run.hosts[host].name;
+    if (!j.contains("event") || !j["event"].is_string()) continue;
     const std::string event = j["event"];
     const auto& starts = run.starts[line.process];
+    if (event == "loaded_state" && j.contains("donor") && j["donor"].is_string()) {
+      const std::pair<std::string, double> download{peer_of(j["donor"]), j.value("download_seconds", 0.0)};
+      downloads.push_back(download);
+      const int group = run.hosts[host].group;
+      if (group >= 0 && s.groups[static_cast<size_t>(group)].join_at > Duration::zero() && starts.size() == 1) {
+        wave_downloads[static_cast<size_t>(group)].push_back(download);  // the wave's first start only
+      }
+    }
+    if ((is_step(event) || event == "loaded_state") && line.at >= run.warm && line.at <= run.end) {
+      // Measured within one life of the process: a restart is not a wait.
+      auto last = last_event.find(line.process);
+      if (last != last_event.end() && (starts.empty() || last->second >= starts.back())) {
+        const double gap = seconds(line.at - last->second);
+        if (gap > longest_gap) {
+          longest_gap = gap;
+          longest_gap_peer = run.hosts[host].name;
+        }
+      }
+      last_event[line.process] = line.at;
+    }
+    if (is_step(event) && event != "skipped" && (!j.contains("loss") || !j["loss"].is_number() ||
+                                                 !std::isfinite(j["loss"].get<double>()))) {
+      ++nonfinite_losses;  // JSON has no NaN: a non-finite loss is written as null
+    }
+    if (event == "averaged" && j.value("averaging_deadline", 0.0) > 0) {
+      longest_round_over_deadline =
+          std::max(longest_round_over_deadline, j.value("averaging_seconds", 0.0) / j.value("averaging_deadline", 1.0));
+    }
     // Joiners: lines after a (re)start past the first seconds of the run.
     if (!starts.empty() && starts.back() > run.start + std::chrono::seconds(5) && line.at >= starts.back()) {
       auto& [loaded, averaged] = join_progress[line.process];
@@ -55,6 +126,7 @@ nlohmann::json build_report(const RunRecord& run) {
     ++steps_reported;
     steps_averaged += event == "averaged";
     if (event != "skipped") samples += j.value("samples", std::uint64_t{0});
+    if (event == "averaged") samples_averaged += j.value("samples", std::uint64_t{0});
   }
   size_t global_steps = 0;
   std::uint64_t last_epoch = 0;
@@ -67,6 +139,7 @@ nlohmann::json build_report(const RunRecord& run) {
   for (size_t g = 0; g < s.groups.size(); ++g) {
     const PeerGroup& group = s.groups[g];
     std::vector<double> per_step, up, down, rss, cpu;
+    double peak_rss = 0;
     for (size_t h = 0; h < run.hosts.size(); ++h) {
       if (run.hosts[h].group != static_cast<int>(g)) continue;
       const double sent = static_cast<double>(run.at_end.hosts[h].bytes_sent - run.at_warmup.hosts[h].bytes_sent);
@@ -76,6 +149,7 @@ nlohmann::json build_report(const RunRecord& run) {
       if (group.link.upload > 0) up.push_back(sent / (group.link.upload * window));
       if (group.link.download > 0) down.push_back(received / (group.link.download * window));
       rss.push_back(run.hosts[h].rss_mib);
+      peak_rss = std::max(peak_rss, run.hosts[h].peak_rss_mib);
       cpu.push_back(run.hosts[h].cpu_seconds / window);
     }
     groups[group.name] = {{"count", group.count},
@@ -85,6 +159,7 @@ nlohmann::json build_report(const RunRecord& run) {
                           {"upload_utilization", median(up)},
                           {"download_utilization", median(down)},
                           {"rss_mib", median(rss)},
+                          {"peak_rss_mib", peak_rss},
                           {"cpu_share", median(cpu)}};
   }
 
@@ -100,6 +175,7 @@ nlohmann::json build_report(const RunRecord& run) {
                      {"upload_utilization", host.link.upload > 0 ? sent / (host.link.upload * window) : 0.0},
                      {"download_utilization", host.link.download > 0 ? received / (host.link.download * window) : 0.0},
                      {"rss_mib", host.rss_mib},
+                     {"peak_rss_mib", host.peak_rss_mib},
                      {"cpu_share", host.cpu_seconds / window}});
   }
 
@@ -114,6 +190,27 @@ nlohmann::json build_report(const RunRecord& run) {
     joiners.push_back(j);
   }
 
+  // A group that joined at once (join_at): how its joiners spread over the donors, and how soon they
+  // had the state and averaged.
+  nlohmann::json waves = nlohmann::json::object();
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    if (s.groups[g].join_at <= Duration::zero()) continue;
+    std::vector<double> to_state, to_averaged;
+    for (const auto& [process, progress] : join_progress) {
+      const size_t h = host_of_process[process];
+      if (run.hosts[h].group != static_cast<int>(g) || run.starts[process].size() != 1) continue;
+      const TimePoint started = run.starts[process].front();
+      if (progress.first) to_state.push_back(seconds(*progress.first - started));
+      if (progress.second) to_averaged.push_back(seconds(*progress.second - started));
+    }
+    nlohmann::json wave = donor_load(wave_downloads[g], name_of_peer);
+    wave["joiners"] = s.groups[g].count;
+    wave["to_state_median_s"] = median(to_state);
+    wave["to_averaged_step_median_s"] = median(to_averaged);
+    wave["averaged"] = to_averaged.size();
+    waves[s.groups[g].name] = wave;
+  }
+
   const double steps_per_second = static_cast<double>(global_steps) / window;
   nlohmann::json report = {
       {"scenario", s.source},
@@ -125,7 +222,14 @@ nlohmann::json build_report(const RunRecord& run) {
       {"global_steps_per_s", steps_per_second},
       {"samples_per_s", static_cast<double>(samples) / window},
       {"step_reports", steps_reported},
+      {"averaged_samples_per_s", static_cast<double>(samples_averaged) / window},
       {"averaged_fraction", steps_reported ? static_cast<double>(steps_averaged) / static_cast<double>(steps_reported) : 0.0},
+      {"nonfinite_losses", nonfinite_losses},
+      {"longest_round_over_deadline", longest_round_over_deadline},
+      {"longest_wait_s", longest_gap},
+      {"longest_wait_peer", longest_gap_peer},
+      {"state_downloads", donor_load(downloads, name_of_peer)},
+      {"waves", waves},
       {"groups", groups},
       {"hosts", peers},
       {"joiners", joiners},
@@ -158,7 +262,21 @@ std::string describe_report(const nlohmann::json& r) {
     out << "  " << name << " (" << g["count"] << " " << g["role"].get<std::string>() << (g["nat"].get<bool>() ? ", NAT" : "")
         << "): " << g["bytes_sent_per_step"].get<double>() / 1e6 << " MB sent per step, upload "
         << 100 * g["upload_utilization"].get<double>() << "% / download " << 100 * g["download_utilization"].get<double>()
-        << "% used, " << g["rss_mib"].get<double>() << " MiB RSS, " << 100 * g["cpu_share"].get<double>() << "% of a core\n";
+        << "% used, " << g["rss_mib"].get<double>() << " MiB RSS (peak " << g["peak_rss_mib"].get<double>() << "), "
+        << 100 * g["cpu_share"].get<double>() << "% of a core\n";
+  }
+  out << "  averaged samples " << r["averaged_samples_per_s"].get<double>() << "/s; non-finite losses "
+      << r["nonfinite_losses"] << "; longest round " << r["longest_round_over_deadline"].get<double>()
+      << "x its deadline; longest wait between a peer's steps " << r["longest_wait_s"].get<double>() << " s ("
+      << r["longest_wait_peer"].get<std::string>() << ")\n";
+  const auto& d = r["state_downloads"];
+  out << "  state downloads " << d["downloads"] << " from " << d["donors"] << " donors, at most " << d["max_per_donor"]
+      << " from one (" << d["busiest_donor"].get<std::string>() << "), median " << d["median_download_s"].get<double>() << " s\n";
+  for (const auto& [name, w] : r["waves"].items()) {
+    out << "  wave " << name << ": " << w["joiners"] << " joiners, " << w["downloads"] << " downloads from " << w["donors"]
+        << " donors (at most " << w["max_per_donor"] << " from one), median " << w["to_state_median_s"].get<double>()
+        << " s to the state and " << w["to_averaged_step_median_s"].get<double>() << " s to an averaged step ("
+        << w["averaged"] << " averaged)\n";
   }
   if (!r["joiners"].empty()) {
     out << "  " << r["joiners"].size() << " joiners; median time to the first averaged step "

@@ -11,6 +11,15 @@
 //   predicted_steps_per_s, measured_over_predicted: the planner's prediction for the same peers (what
 //                        dedloc-plan prints for them)
 //   rss_mib, cpu_share   per group (median) at the end: resident memory, CPU over the window / cores
+//   peak_rss_mib         per group (max) and host: the peak resident memory (VmHWM) of the process running at
+//                        the end
+//   averaged_samples_per_s  samples in averaged steps only, per second (goodput)
+//   nonfinite_losses     step reports whose loss was not finite (written as null)
+//   longest_round_over_deadline  the longest all-reduce as a multiple of its deadline (> 1: a wait past it)
+//   longest_wait_s       the longest time between two step or download lines of one peer (one process life)
+//   state_downloads      downloads, donors used, the most one donor served, the median download time
+//   waves                per group with join_at: the same for its joiners, and their median time to the
+//                        state and to an averaged step
 #pragma once
 
 #include <string>
@@ -30,6 +39,7 @@ struct HostRecord {
   size_t process = 0;     // index into the run's processes
   LinkSpec link;
   double rss_mib = 0;     // at the end
+  double peak_rss_mib = 0;  // the most it was resident, over the life of the process running at the end
   double cpu_seconds = 0; // in the measured window (0 if its process was restarted in it)
 };
 

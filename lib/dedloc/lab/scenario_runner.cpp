@@ -7,6 +7,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include <yaml-cpp/yaml.h>
@@ -67,6 +68,11 @@ struct Action {
 Result<std::vector<Action>> timeline(const Scenario& s, const std::vector<HostRecord>& hosts) {
   std::vector<Action> actions;
   std::mt19937_64 random(s.seed);
+  // A group that joins later starts all its peers at once then.
+  for (const PeerGroup& g : s.groups) {
+    if (g.join_at <= Duration::zero()) continue;
+    for (size_t i = 0; i < g.count; ++i) actions.push_back({g.join_at, Action::Kind::kStart, g.name + "-" + std::to_string(i)});
+  }
   for (const Fault& f : s.faults) {
     switch (f.kind) {
       case Fault::Kind::kKill: actions.push_back({f.at, Action::Kind::kKill, f.target}); break;
@@ -81,7 +87,7 @@ Result<std::vector<Action>> timeline(const Scenario& s, const std::vector<HostRe
         std::exponential_distribution<double> life(1.0 / std::chrono::duration<double>(f.mean_time).count());
         for (size_t i = 0; i < g->count; ++i) {
           const std::string name = g->name + "-" + std::to_string(i);
-          Duration t = f.at;
+          Duration t = std::max(f.at, g->join_at);  // a peer fails only once it has started
           while (true) {
             t += std::chrono::duration_cast<Duration>(std::chrono::duration<double>(life(random)));
             if (t >= s.duration) break;
@@ -143,10 +149,13 @@ double predict(const Scenario& s, const RecipeFacts& recipe, std::string& note) 
   return planned->prediction.steps_per_second;
 }
 
-double rss_mib(pid_t pid) {
+// A field of /proc/<pid>/status in MiB: VmRSS (resident now) or VmHWM (the most it ever was).
+double status_mib(pid_t pid, std::string_view field) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024;
+    if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 && line[field.size()] == ':') {
+      return std::stod(line.substr(field.size() + 1)) / 1024;
+    }
   }
   return 0;
 }
@@ -251,7 +260,10 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
   };
   run.start = SystemClock::instance().now();
   say("starting " + std::to_string(s.peer_count()) + " peers");
-  for (size_t h = 1 + s.relays; h < run.hosts.size(); ++h) DEDLOC_RETURN_IF_ERROR(processes.start(run.hosts[h].process));
+  for (size_t h = 1 + s.relays; h < run.hosts.size(); ++h) {
+    if (s.groups[static_cast<size_t>(run.hosts[h].group)].join_at > Duration::zero()) continue;  // started on time below
+    DEDLOC_RETURN_IF_ERROR(processes.start(run.hosts[h].process));
+  }
 
   size_t next_action = 0;
   bool warmed = false;
@@ -295,7 +307,8 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
   for (size_t h = 0; h < run.hosts.size(); ++h) {
     const pid_t pid = processes.pid(run.hosts[h].process);
     if (pid <= 0) continue;
-    run.hosts[h].rss_mib = rss_mib(pid);
+    run.hosts[h].rss_mib = status_mib(pid, "VmRSS");
+    run.hosts[h].peak_rss_mib = status_mib(pid, "VmHWM");
     if (cpu_at_warmup[h].first == pid) run.hosts[h].cpu_seconds = cpu_seconds(pid) - cpu_at_warmup[h].second;
   }
   say("stopping");

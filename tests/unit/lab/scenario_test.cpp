@@ -25,6 +25,7 @@ infrastructure: {rtt: 20ms, rate: 1Gbit, relays: 1}
 groups:
   - {name: node, count: 2, compute: 50, rate: 100Mbit, rtt: 100ms}
   - {name: home, count: 3, role: client, nat: true, upload: 20Mbit, download: 100Mbit, loss: 0.5%}
+  - {name: wave, count: 4, role: client, nat: true, rate: 50Mbit, join_at: 25s}
 faults:
   - {at: 30s, kill: home-1}
   - {at: 40s, link_down: node-0, for: 5s}
@@ -34,7 +35,7 @@ faults:
 }  // namespace
 
 TEST_CASE("Lab scenarios: the shipped scenarios load", "[lab]") {
-  for (const char* name : {"home-volunteers", "four-peers"}) {
+  for (const char* name : {"home-volunteers", "four-peers", "volunteers-churn", "volunteers-steady", "volunteers-16"}) {
     auto s = load_scenario(test::source_path(std::string("bench/lab/scenarios/") + name + ".yaml"));
     INFO(name << ": " << s.status().to_string());
     REQUIRE(s.is_ok());
@@ -53,7 +54,9 @@ TEST_CASE("Lab scenarios: every field as written", "[lab]") {
   CHECK(s->duration == std::chrono::seconds(60));
   CHECK(s->recipe == (std::filesystem::path(path).parent_path() / "some-recipe.yaml").string());
   CHECK(s->relays == 1);
-  REQUIRE(s->groups.size() == 2);
+  REQUIRE(s->groups.size() == 3);
+  CHECK(s->groups[0].join_at == Duration::zero());
+  CHECK(s->groups[2].join_at == std::chrono::seconds(25));
   CHECK(s->groups[0].link.upload == Approx(12.5e6));
   CHECK(s->groups[0].link.rtt == std::chrono::milliseconds(100));
   CHECK(s->groups[1].role == PeerRole::kClient);
@@ -80,6 +83,8 @@ TEST_CASE("Lab scenarios: mistakes name their key and file", "[lab]") {
            {"warmup: 20s", "warmup: 90s", "warmup"},
            {"{at: 30s, kill: home-1}", "{at: 30s}", "kill, start, link_down or mtbf"},
            {"name: home,", "name: node,", "used twice"},
+           {"join_at: 25s", "join_at: 60s", "join_at"},
+           {"join_at: 25s", "join_at: soon", "join_at"},
        }) {
     std::string text = kValid;
     REQUIRE(text.find(bad.find) != std::string::npos);

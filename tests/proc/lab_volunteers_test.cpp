@@ -1,0 +1,44 @@
+// Volunteer scale in the lab, the long version (label "slow", outside the default suite; the 16-peer,
+// two-minute version is in tests/proc/lab_scenario_test.cpp): the 64 peers of
+// bench/lab/scenarios/volunteers-churn.yaml for five minutes, volunteers behind NAT coming and going, public
+// peers failing, a wave of 16 joining at once, a relay killed. What it holds the run to is what must never
+// break at that scale; the goals the run is measured against (steps averaged, goodput against the swarm
+// without churn) are recorded with bench/lab/volunteers.sh in bench/lab/README.md. Needs root and
+// /dev/net/tun; otherwise SKIPPED with the reason (exit 77).
+//   ctest --test-dir build -L slow
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "dedloc/lab/lab_network.hpp"
+#include "support/process.hpp"
+#include "support/skip.hpp"
+#include "support/test_paths.hpp"
+
+using namespace dedloc;
+
+TEST_CASE("Lab scenario: 64 volunteers with churn, a wave of 16 joiners and a dead relay, for five minutes", "[slow][lab]") {
+  if (auto probe = lab::LabNetwork::create(1); !probe) {
+    test::skip_test("the lab cannot run here: " + probe.status().to_string());
+  }
+  auto run = test::run_command("'" + test::binary_path("tools/dedloc-lab/dedloc-lab") + "' run '" +
+                               test::source_path("bench/lab/scenarios/volunteers-churn.yaml") + "' --json 2>&1");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  const auto report = nlohmann::json::parse(run.output.substr(run.output.rfind("\n{") + 1));
+  CHECK(report["global_steps"].get<int>() >= 20);
+  CHECK(report["averaged_fraction"].get<double>() >= 0.6);
+  CHECK(report["nonfinite_losses"].get<int>() == 0);
+  CHECK(report["longest_round_over_deadline"].get<double>() <= 1.05);
+  // The wave of 16 spreads over the donors instead of all downloading from one.
+  const auto& wave = report["waves"]["wave"];
+  CHECK(wave["downloads"].get<int>() >= 16);
+  CHECK(wave["donors"].get<int>() >= 4);
+  CHECK(wave["max_per_donor"].get<int>() <= 8);
+  CHECK(wave["averaged"].get<int>() >= 12);
+  for (const char* group : {"node", "home", "wave"}) {
+    INFO(group);
+    CHECK(report["groups"][group]["peak_rss_mib"].get<double>() < 600);
+  }
+  CHECK(report["groups"]["aux"]["peak_rss_mib"].get<double>() < 200);
+}
