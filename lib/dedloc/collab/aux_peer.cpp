@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "dedloc/collab/group_buckets.hpp"
 #include "dedloc/collab/progress.hpp"
 
 namespace dedloc::collab {
@@ -70,8 +71,13 @@ bool AuxPeer::help_one_round(AuxPeerReport& report) {
   std::uint64_t epoch = 0;
   if (trainers && !trainers->empty()) {
     for (const auto& t : *trainers) epoch = std::max(epoch, t.epoch);
-    expected = trainers->size() + 1;
-    round = gradient_round(epoch);
+    // The round's bucket, as the trainers split it (group_buckets.hpp): an aux peer takes its own.
+    const Bytes self = own_subkey(dht_);
+    const GroupBucket bucket = choose_group_bucket(gradient_round(epoch), *trainers, std::string(self.begin(), self.end()),
+                                                   /*self_trainer=*/false, /*self_client=*/false,
+                                                   options_.averager.target_group_size);
+    expected = bucket.expected;
+    round = bucket.round;
   }
   publish_metrics(epoch, report.rounds);
   auto outcome = averager_->step(**schema, {}, 0, expected, round);

@@ -45,6 +45,7 @@ struct AveragingRecipe {
   size_t min_group_size = avg::kDefaultMinGroupSize;
   double matchmaking_time = std::chrono::duration<double>(avg::kDefaultMatchmakingTime).count();  // seconds
   bool match_ahead = true;         // look for the group while the last micro-batches compute (TrainerOptions)
+  bool group_buckets = true;       // split a swarm larger than a group into buckets, anew each round (TrainerOptions)
   double averaging_timeout = 60;   // seconds, one all-reduce
   // Each round's all-reduce deadline from the rounds observed (collab/deadline_estimator.hpp), with
   // averaging_timeout as its ceiling and 1 s as its floor; false: averaging_timeout for every round.

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <fstream>
 #include <future>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -12,6 +14,7 @@
 #include "dedloc/collab/checkpoint.hpp"
 #include "dedloc/collab/deadline_estimator.hpp"
 #include "dedloc/collab/divergence.hpp"
+#include "dedloc/collab/group_buckets.hpp"
 #include "dedloc/collab/step_outcome.hpp"
 #include "dedloc/core/bytes.hpp"
 #include "dedloc/crypto/hash.hpp"
@@ -133,6 +136,11 @@ struct Trainer::Parts {
   std::uint64_t states_loaded_at_start = 0;  // a joining peer's first download, for run()'s report
   std::vector<std::string> resync_exclude;   // donors whose parameters were not the majority's either
   std::uint64_t rounds_averaged = 0;         // gradient rounds averaged with a group, for the metrics record
+  // The bucket each round averages in (collab/group_buckets.hpp), decided once per round: a search ahead
+  // and the step must look under the same key even if the swarm changed in between. Guarded: a delayed
+  // step's round asks from its own thread.
+  std::mutex bucket_mutex;
+  std::map<std::string, collab::GroupBucket> buckets;  // by round: the last few
   std::uint64_t bytes_sent = 0;              // averaging payload bytes sent, every round
   std::uint64_t samples_computed = 0;
   std::uint64_t inner_steps = 0;             // DiLoCo: inner steps since the last outer step was applied
@@ -361,9 +369,9 @@ Result<avg::StepOutcome> Trainer::run_gradient_round(double weight) {
   auto breaker = interruptible();
   if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
   // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then).
+  const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_));
   auto average = [&] {
-    return averager.step(p.gradients.schema(), p.gradients.values(), weight, p.swarm.others() + 1,
-                         collab::gradient_round(epoch_));
+    return averager.step(p.gradients.schema(), p.gradients.values(), weight, bucket.expected, bucket.round);
   };
   auto outcome = average();
   // Peers we know of but did not meet may have looked just before or after us (their batch came a
@@ -574,10 +582,10 @@ void Trainer::match_ahead(const collab::CollaborationState& state) {
   // A delayed step's round still holds the averager (not thread-safe): the next group is sought after it.
   if (!options_.match_ahead || p.swarm.others() == 0 || p.delayed) return;
   if (state.eta_seconds > std::chrono::duration<double>(options_.averaging.matchmaking_time).count()) return;
-  const std::string round = collab::gradient_round(epoch_);
-  if (p.swarm.averager().prepared_round() == round) return;
+  const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_));
+  if (p.swarm.averager().prepared_round() == bucket.round) return;
   // A round still prepared for an earlier epoch (we caught up since) is withdrawn by prepare().
-  p.swarm.averager().prepare(p.gradients.schema(), p.swarm.others() + 1, round);
+  p.swarm.averager().prepare(p.gradients.schema(), bucket.expected, bucket.round);
 }
 
 void Trainer::average_parameters() {
@@ -589,8 +597,9 @@ void Trainer::average_parameters() {
   auto breaker = interruptible();
   // As deltas: under a lossy codec each peer keeps its parameters' own precision (the average itself would
   // round every parameter to the codec), at the price of peers differing in the last bits afterwards.
-  auto outcome = p.swarm.averager().step(p.gradients.schema(), p.gradients.values(), 1.0, p.swarm.others() + 1,
-                                         "params." + std::to_string(epoch_), wire::PartAnswer::kDelta);
+  const collab::GroupBucket bucket = round_bucket("params." + std::to_string(epoch_));
+  auto outcome = p.swarm.averager().step(p.gradients.schema(), p.gradients.values(), 1.0, bucket.expected,
+                                         bucket.round, wire::PartAnswer::kDelta);
   p.ema.resume(now_seconds());
   Logger::Line line(options_.log, LogLevel::kInfo, kLog);
   line << "epoch " << epoch_ << ": ";
@@ -798,13 +807,29 @@ Status Trainer::train_until(TrainerReport& report) {
   return Status();
 }
 
+collab::GroupBucket Trainer::round_bucket(const std::string& round) {
+  auto& p = *parts_;
+  std::lock_guard lock(p.bucket_mutex);
+  if (auto known = p.buckets.find(round); known != p.buckets.end()) return known->second;
+  collab::GroupBucket bucket{.round = round, .expected = p.swarm.others() + 1};
+  if (options_.group_buckets) {
+    const Bytes self = collab::own_subkey(node_);
+    bucket = collab::choose_group_bucket(round, p.swarm.tracker().others_records(), std::string(self.begin(), self.end()),
+                                         /*self_trainer=*/true, options_.averaging.role == avg::AvgRole::kClient,
+                                         options_.averaging.target_group_size);
+  }
+  if (p.buckets.size() >= 8) p.buckets.erase(p.buckets.begin());  // rounds long past
+  p.buckets.emplace(round, bucket);
+  return bucket;
+}
+
 Trainer::LateRound Trainer::handle_late_round(const collab::CollaborationState& state, TrainerReport& report) {
   auto& p = *parts_;
   // Delayed and DiLoCo rounds are not a step behind in the same way (the record already moved on; the
   // outer round spans many batches): they step as the swarm does.
   if (options_.collaboration.mode != CollaborationMode::kSynchronous || p.swarm.others() == 0) return LateRound::kStep;
   auto& averager = p.swarm.averager();
-  const bool ours = averager.prepared_round() == collab::gradient_round(epoch_);
+  const bool ours = averager.prepared_round() == round_bucket(collab::gradient_round(epoch_)).round;
   const auto search = ours ? averager.ahead_search() : avg::Averager::AheadSearch::kNone;
   if (search == avg::Averager::AheadSearch::kFound) return LateRound::kStep;  // our group waits for us
   const auto others = p.swarm.tracker().others_records();

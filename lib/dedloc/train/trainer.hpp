@@ -37,6 +37,7 @@
 #include "dedloc/avg/state_transfer.hpp"
 #include "dedloc/relay/relay_keeper.hpp"
 #include "dedloc/train/optimizer.hpp"
+#include "dedloc/collab/group_buckets.hpp"
 #include "dedloc/collab/progress_tracker.hpp"
 #include "dedloc/collab/step_outcome.hpp"
 #include "dedloc/core/wait_breaker.hpp"
@@ -97,6 +98,9 @@ struct TrainerOptions {
   // Matchmaking ahead of time: once the swarm's ETA is within averaging.matchmaking_time, look for the
   // step's group in the background while the last micro-batches compute (Averager::prepare).
   bool match_ahead = true;
+  // Once the swarm outgrows averaging.target_group_size, each round splits it into buckets that average
+  // apart, a new split every round (collab/group_buckets.hpp); false: one key, groups in arrival order.
+  bool group_buckets = true;
   // Each round's all-reduce deadline learned from the rounds before (collab/deadline_estimator.hpp), at most
   // averaging.averaging_timeout; false: averaging.averaging_timeout for every round.
   bool adaptive_averaging_timeout = false;
@@ -218,6 +222,9 @@ class Trainer {
   // yet), kWait while its search ahead may still find one, kCaughtUp when it loaded the swarm's state (or
   // tried to) instead of looking for a group nobody looks for any more.
   enum class LateRound { kStep, kWait, kCaughtUp };
+  // The key and the expected peers of a round ("grad.N", "params.N"): its bucket when the swarm outgrows
+  // one group (TrainerOptions::group_buckets), decided once per round.
+  collab::GroupBucket round_bucket(const std::string& round);
   LateRound handle_late_round(const collab::CollaborationState& state, TrainerReport& report);
   // Snapshots the state, serves it to joiners and hashes its parameters for our progress record.
   void serve_current_state();

@@ -29,6 +29,7 @@ Result<TrainerOptions> trainer_options(const Recipe& recipe, const TrainerOverri
   a.all_reduce.reducer_timeout = from_seconds(r.reducer_timeout);
   a.all_reduce.centered_clip = r.centered_clip;
   options.match_ahead = r.match_ahead;
+  options.group_buckets = r.group_buckets;
   options.adaptive_averaging_timeout = r.adaptive_timeout;
   options.relaying.relays = o.relays;
   options.max_time_seconds = o.max_time_seconds;

@@ -1,0 +1,105 @@
+#include "dedloc/collab/group_buckets.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace dedloc::collab {
+
+namespace {
+
+// A fixed 64-bit hash (FNV-1a, then SplitMix64's finalizer to spread it), the same on every build: peers
+// of different builds must agree on the buckets.
+std::uint64_t bucket_weight(const std::string& peer, const std::string& round, size_t bucket) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&](const std::string& text) {
+    for (unsigned char c : text) {
+      h ^= c;
+      h *= 0x100000001b3ULL;
+    }
+    h ^= 0xff;  // a separator: ("ab", "c") and ("a", "bc") differ
+    h *= 0x100000001b3ULL;
+  };
+  mix(peer);
+  mix(round);
+  mix(std::to_string(bucket));
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  return h;
+}
+
+// The bucket among `allowed` (all of [0, buckets) when empty) with the largest weight for this peer, among
+// those with room (`load` below `capacity`) when there are any.
+size_t rendezvous(const std::string& peer, const std::string& round, const std::vector<bool>& allowed,
+                  const std::vector<size_t>& load, size_t capacity) {
+  size_t best = 0, best_full = 0;
+  std::uint64_t best_weight = 0, best_full_weight = 0;
+  bool any = false, any_full = false;
+  for (size_t b = 0; b < load.size(); ++b) {
+    if (!allowed.empty() && !allowed[b]) continue;
+    const std::uint64_t w = bucket_weight(peer, round, b);
+    if (load[b] < capacity) {
+      if (!any || w > best_weight) best = b, best_weight = w, any = true;
+    } else if (!any_full || w > best_full_weight) {
+      best_full = b, best_full_weight = w, any_full = true;
+    }
+  }
+  return any ? best : best_full;
+}
+
+struct Trainer {
+  const std::string* peer;
+  bool client;
+};
+
+}  // namespace
+
+GroupBucket choose_group_bucket(const std::string& round, const std::vector<PeerProgress>& others,
+                                const std::string& self, bool self_trainer, bool self_client,
+                                size_t target_group_size) {
+  std::vector<Trainer> trainers;
+  for (const auto& record : others) {
+    if (record.peer != self) trainers.push_back({&record.peer, record.client_mode});
+  }
+  if (self_trainer) trainers.push_back({&self, self_client});
+  const size_t n = trainers.size();
+  const size_t leaders = static_cast<size_t>(std::count_if(trainers.begin(), trainers.end(), [](const Trainer& t) { return !t.client; }));
+
+  GroupBucket bucket;
+  bucket.round = round;
+  bucket.expected = n;
+  if (target_group_size == 0 || n <= target_group_size) return bucket;
+  const double per_bucket = 0.8 * static_cast<double>(target_group_size);
+  size_t buckets = static_cast<size_t>(std::ceil(static_cast<double>(n) / per_bucket));
+  buckets = std::max<size_t>(1, std::min(buckets, leaders));
+  if (buckets == 1) return bucket;
+
+  // Leaders first (which buckets hold one decides where clients may go), each group in an order drawn
+  // from the round, every peer taking its heaviest bucket that is not yet full. Every peer computes the
+  // whole assignment from its view; views that differ by a peer or two agree on almost all of it.
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (trainers[a].client != trainers[b].client) return !trainers[a].client;
+    return bucket_weight(*trainers[a].peer, round, buckets) < bucket_weight(*trainers[b].peer, round, buckets);
+  });
+  std::vector<size_t> of(n), load(buckets, 0);
+  std::vector<bool> has_leader(buckets, false);
+  for (size_t i : order) {
+    of[i] = rendezvous(*trainers[i].peer, round, trainers[i].client ? has_leader : std::vector<bool>{}, load,
+                       target_group_size);
+    ++load[of[i]];
+    if (!trainers[i].client) has_leader[of[i]] = true;
+  }
+  const size_t mine = self_trainer ? of[n - 1] : rendezvous(self, round, {}, std::vector<size_t>(buckets, 0), 1);
+  bucket.buckets = buckets;
+  bucket.index = mine;
+  bucket.expected = static_cast<size_t>(std::count(of.begin(), of.end(), mine));
+  bucket.round = round + ".b" + std::to_string(mine) + "of" + std::to_string(buckets);
+  return bucket;
+}
+
+}  // namespace dedloc::collab

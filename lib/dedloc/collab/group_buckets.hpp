@@ -1,0 +1,44 @@
+// Moshpit-style group keys: once the swarm outgrows one averaging group, each round splits it into buckets,
+// and the peers of one bucket average together under that bucket's key. Without them, groups form in the
+// order peers arrive: the first target_group_size fill the first group, and peers that come late (volunteers
+// behind NAT, who cannot lead a group of their own) find every group full or formed, and step alone. With
+// buckets, every bucket holds fewer peers than a group takes, its leader knows how many to wait for, and the
+// split changes every round, so what one group averaged reaches the others over the next rounds (hivemind's
+// Moshpit averaging does this with key bits; here the buckets come from a hash of the round).
+//
+//   buckets  B = 1 while the trainers fit in one group; beyond, ceil(N / (0.8 · target_group_size)), at most
+//            one per trainer that can lead (a bucket needs a leader), at least 1
+//   the trainers that can lead, then the clients, each in an order drawn from the round, take the bucket b
+//   maximising hash(peer, round, b) among those not yet holding target_group_size; a client only among the
+//   buckets that hold a trainer that can lead; an aux peer (no record, nobody counts it) takes its heaviest
+//   bucket (rendezvous hashing with bounded loads: every peer computes the whole assignment from its view,
+//   and views that differ by a peer or two still agree on almost every bucket)
+//   expected = the trainers in our bucket (us included): with all of them in, the group forms at once
+//
+// The round's key is "<round>.b<b>of<B>" (the plain round when B = 1, so a small swarm's keys are what they
+// always were). Sans-IO: progress records in, a key out (tests/unit/collab/group_buckets_test.cpp).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "dedloc/collab/progress.hpp"
+
+namespace dedloc::collab {
+
+struct GroupBucket {
+  std::string round;     // what to average under: the round's name with its bucket
+  size_t buckets = 1;    // B
+  size_t index = 0;      // b
+  size_t expected = 0;   // trainers in this bucket, us included when we are one
+};
+
+// `others`: the other live trainers' progress records (their `peer` subkeys and client_mode); `self`: our
+// subkey as records hold it (own_subkey); `self_trainer`: false for an aux peer (it has no record and is
+// counted in no bucket); `self_client`: we cannot lead.
+GroupBucket choose_group_bucket(const std::string& round, const std::vector<PeerProgress>& others,
+                                const std::string& self, bool self_trainer, bool self_client,
+                                size_t target_group_size);
+
+}  // namespace dedloc::collab

@@ -1,0 +1,110 @@
+// Moshpit-style group keys (collab/group_buckets.hpp): every peer computes the same buckets from its own
+// view of the swarm, clients land only where a leader is, and the split changes from round to round.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+
+#include "dedloc/collab/group_buckets.hpp"
+
+using namespace dedloc;
+using namespace dedloc::collab;
+
+namespace {
+
+// The lab's volunteer swarm (bench/lab/scenarios/home-volunteers.yaml): 16 public trainers, 40 clients.
+std::vector<PeerProgress> swarm(size_t public_peers, size_t clients) {
+  std::vector<PeerProgress> records;
+  for (size_t i = 0; i < public_peers + clients; ++i) {
+    PeerProgress p;
+    p.epoch = 17;
+    p.peer = "peer" + std::to_string(i * 7919);
+    p.client_mode = i >= public_peers;
+    records.push_back(p);
+  }
+  return records;
+}
+
+// What each trainer chooses from its own view: everybody else's records.
+std::vector<GroupBucket> choices(const std::vector<PeerProgress>& all, const std::string& round, size_t target) {
+  std::vector<GroupBucket> chosen;
+  for (const auto& me : all) {
+    std::vector<PeerProgress> others;
+    for (const auto& r : all) {
+      if (r.peer != me.peer) others.push_back(r);
+    }
+    chosen.push_back(choose_group_bucket(round, others, me.peer, true, me.client_mode, target));
+  }
+  return chosen;
+}
+
+}  // namespace
+
+TEST_CASE("Group buckets: a swarm that fits in one group keeps the plain round", "[unit][collab]") {
+  const auto all = swarm(4, 10);
+  for (const auto& b : choices(all, "grad.17", 16)) {
+    CHECK(b.round == "grad.17");
+    CHECK(b.buckets == 1);
+    CHECK(b.expected == 14);
+  }
+  // Only clients: nobody could lead a bucket, so one bucket (aux peers may lead it).
+  for (const auto& b : choices(swarm(0, 40), "grad.17", 16)) CHECK(b.buckets == 1);
+}
+
+TEST_CASE("Group buckets: 56 trainers split into buckets every member agrees on, each with a leader", "[unit][collab]") {
+  const auto all = swarm(16, 40);
+  const auto chosen = choices(all, "grad.17", 16);
+  std::map<std::string, size_t> members;
+  std::map<std::string, size_t> leaders;
+  for (size_t i = 0; i < all.size(); ++i) {
+    CHECK(chosen[i].buckets == 5);  // ceil(56 / 12.8)
+    ++members[chosen[i].round];
+    if (!all[i].client_mode) ++leaders[chosen[i].round];
+  }
+  CHECK(members.size() == 5);
+  for (size_t i = 0; i < all.size(); ++i) {
+    INFO(chosen[i].round);
+    CHECK(chosen[i].expected == members[chosen[i].round]);  // what the leader waits for is who comes
+    CHECK(leaders[chosen[i].round] >= 1);                   // a client never lands where nobody can lead
+    CHECK(chosen[i].expected <= 16);
+    CHECK_THAT(chosen[i].round, Catch::StartsWith("grad.17.b") && Catch::EndsWith("of5"));
+  }
+}
+
+TEST_CASE("Group buckets: the split changes every round, and a peer missing from a view moves few", "[unit][collab]") {
+  const auto all = swarm(16, 40);
+  const auto first = choices(all, "grad.17", 16);
+  const auto second = choices(all, "grad.18", 16);
+  // Pairs that shared a bucket in the first round: most are apart in the second (with 5 buckets, about 1 in 5 stay).
+  size_t together = 0, still = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    for (size_t j = i + 1; j < all.size(); ++j) {
+      if (first[i].index != first[j].index) continue;
+      ++together;
+      still += second[i].index == second[j].index;
+    }
+  }
+  REQUIRE(together > 0);
+  CHECK(static_cast<double>(still) / static_cast<double>(together) < 0.5);
+
+  // A view that has not yet seen one client (a joiner): everyone else's bucket stays where it was.
+  std::vector<PeerProgress> without_last(all.begin(), all.end() - 1);
+  size_t moved = 0;
+  for (size_t i = 0; i + 1 < all.size(); ++i) {
+    std::vector<PeerProgress> others;
+    for (const auto& r : without_last) {
+      if (r.peer != all[i].peer) others.push_back(r);
+    }
+    moved += choose_group_bucket("grad.17", others, all[i].peer, true, all[i].client_mode, 16).index != first[i].index;
+  }
+  CHECK(moved <= 2);
+}
+
+TEST_CASE("Group buckets: an aux peer takes a bucket and counts only the trainers in it", "[unit][collab]") {
+  const auto all = swarm(16, 40);
+  const auto aux = choose_group_bucket("grad.17", all, "aux-peer-1", /*self_trainer=*/false, false, 16);
+  CHECK(aux.buckets == 5);
+  size_t there = 0;
+  for (const auto& b : choices(all, "grad.17", 16)) there += b.index == aux.index;
+  CHECK(aux.expected == there);
+}
