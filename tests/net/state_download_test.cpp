@@ -478,7 +478,8 @@ TEST_CASE("A donor that moves on midway keeps serving the epoch the download sta
 TEST_CASE("Dead donors ranked first: a joiner still downloads from a live one within a bound", "[net][avg][state]") {
   auto swarm = test::quiet_swarm(2);
   zmq::context_t context;
-  auto swarm_state = make_state(30, 30), lost_state = make_state(31, 31);
+  // Two epochs ahead: an advert one epoch ahead ranks alike with the live donor's (rank_donors).
+  auto swarm_state = make_state(30, 30), lost_state = make_state(32, 31);
   Donor live(context, swarm_state);
   advertise(*swarm, 0, live.info());
 

@@ -94,6 +94,15 @@ bool stale_advert(const DonorInfo& donor, double newest_refresh) {
 std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_64& rng) {
   double newest_refresh = 0;
   for (const auto& d : donors) newest_refresh = std::max(newest_refresh, d.refreshed);
+  // Adverts at the newest epoch and the one before rank alike: right after a global step only the first
+  // peers to step advertise the new epoch, and a wave of joiners ranking by epoch alone would all pick
+  // those few. Their probes answer with the epoch the donor holds by then (most have stepped too), and
+  // the newest answered wins (step 3).
+  std::uint64_t newest_epoch = 0;
+  for (const auto& d : donors) {
+    if (!stale_advert(d, newest_refresh)) newest_epoch = std::max(newest_epoch, d.epoch);
+  }
+  auto epoch_class = [&](std::uint64_t epoch) { return epoch + 1 >= newest_epoch ? newest_epoch : epoch; };
   struct Ranked {
     DonorInfo info;
     bool stale = false;
@@ -110,12 +119,12 @@ std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_6
     ranked.push_back({std::move(d), stale, load, priority});
   }
   std::shuffle(ranked.begin(), ranked.end(), rng);
-  std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+  std::stable_sort(ranked.begin(), ranked.end(), [&](const Ranked& a, const Ranked& b) {
     if (a.stale != b.stale) return b.stale;
-    if (a.info.epoch != b.info.epoch) return a.info.epoch > b.info.epoch;
+    if (epoch_class(a.info.epoch) != epoch_class(b.info.epoch)) return epoch_class(a.info.epoch) > epoch_class(b.info.epoch);
     if (a.load != b.load) return a.load < b.load;
-    if (a.priority != b.priority) return a.priority > b.priority;
-    return a.info.refreshed > b.info.refreshed;
+    // Not the refresh time: the donor that just stepped refreshed last, and every joiner would pick it.
+    return a.priority > b.priority;
   });
   donors.clear();
   for (auto& r : ranked) donors.push_back(std::move(r.info));

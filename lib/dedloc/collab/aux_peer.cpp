@@ -73,7 +73,7 @@ bool AuxPeer::help_one_round(AuxPeerReport& report) {
     for (const auto& t : *trainers) epoch = std::max(epoch, t.epoch);
     // The round's bucket, as the trainers split it (group_buckets.hpp): an aux peer takes its own.
     const Bytes self = own_subkey(dht_);
-    const GroupBucket bucket = choose_group_bucket(gradient_round(epoch), *trainers, std::string(self.begin(), self.end()),
+    const GroupBucket bucket = choose_group_bucket(gradient_round(epoch), epoch, *trainers, std::string(self.begin(), self.end()),
                                                    /*self_trainer=*/false, /*self_client=*/false,
                                                    options_.averager.target_group_size);
     expected = bucket.expected;

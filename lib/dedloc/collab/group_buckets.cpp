@@ -57,12 +57,13 @@ struct Trainer {
 
 }  // namespace
 
-GroupBucket choose_group_bucket(const std::string& round, const std::vector<PeerProgress>& others,
+GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, const std::vector<PeerProgress>& others,
                                 const std::string& self, bool self_trainer, bool self_client,
                                 size_t target_group_size) {
   std::vector<Trainer> trainers;
   for (const auto& record : others) {
-    if (record.peer != self) trainers.push_back({&record.peer, record.client_mode});
+    const bool near = record.epoch + 1 >= epoch && record.epoch <= epoch + 1;
+    if (record.peer != self && near) trainers.push_back({&record.peer, record.client_mode});
   }
   if (self_trainer) trainers.push_back({&self, self_client});
   const size_t n = trainers.size();

@@ -34,10 +34,13 @@ struct GroupBucket {
   size_t expected = 0;   // trainers in this bucket, us included when we are one
 };
 
-// `others`: the other live trainers' progress records (their `peer` subkeys and client_mode); `self`: our
-// subkey as records hold it (own_subkey); `self_trainer`: false for an aux peer (it has no record and is
-// counted in no bucket); `self_client`: we cannot lead.
-GroupBucket choose_group_bucket(const std::string& round, const std::vector<PeerProgress>& others,
+// `round` is for `epoch` (ours; an aux peer's, the swarm's); `others`: the other trainers' progress records
+// (their `peer` subkeys, epochs and client_mode), of which only those within one epoch of ours count: a
+// peer that died stays listed until its record expires, but its epoch stops, so after two steps it no
+// longer holds a bucket that nobody leads (and a peer two behind downloads the state instead of averaging).
+// `self`: our subkey as records hold it (own_subkey); `self_trainer`: false for an aux peer (it has no
+// record and is counted in no bucket); `self_client`: we cannot lead.
+GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, const std::vector<PeerProgress>& others,
                                 const std::string& self, bool self_trainer, bool self_client,
                                 size_t target_group_size);
 

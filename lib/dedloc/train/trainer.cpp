@@ -369,7 +369,7 @@ Result<avg::StepOutcome> Trainer::run_gradient_round(double weight) {
   auto breaker = interruptible();
   if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
   // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then).
-  const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_));
+  const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_), epoch_);
   auto average = [&] {
     return averager.step(p.gradients.schema(), p.gradients.values(), weight, bucket.expected, bucket.round);
   };
@@ -582,7 +582,7 @@ void Trainer::match_ahead(const collab::CollaborationState& state) {
   // A delayed step's round still holds the averager (not thread-safe): the next group is sought after it.
   if (!options_.match_ahead || p.swarm.others() == 0 || p.delayed) return;
   if (state.eta_seconds > std::chrono::duration<double>(options_.averaging.matchmaking_time).count()) return;
-  const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_));
+  const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_), epoch_);
   if (p.swarm.averager().prepared_round() == bucket.round) return;
   // A round still prepared for an earlier epoch (we caught up since) is withdrawn by prepare().
   p.swarm.averager().prepare(p.gradients.schema(), bucket.expected, bucket.round);
@@ -597,7 +597,7 @@ void Trainer::average_parameters() {
   auto breaker = interruptible();
   // As deltas: under a lossy codec each peer keeps its parameters' own precision (the average itself would
   // round every parameter to the codec), at the price of peers differing in the last bits afterwards.
-  const collab::GroupBucket bucket = round_bucket("params." + std::to_string(epoch_));
+  const collab::GroupBucket bucket = round_bucket("params." + std::to_string(epoch_), epoch_);
   auto outcome = p.swarm.averager().step(p.gradients.schema(), p.gradients.values(), 1.0, bucket.expected,
                                          bucket.round, wire::PartAnswer::kDelta);
   p.ema.resume(now_seconds());
@@ -807,14 +807,14 @@ Status Trainer::train_until(TrainerReport& report) {
   return Status();
 }
 
-collab::GroupBucket Trainer::round_bucket(const std::string& round) {
+collab::GroupBucket Trainer::round_bucket(const std::string& round, std::uint64_t epoch) {
   auto& p = *parts_;
   std::lock_guard lock(p.bucket_mutex);
   if (auto known = p.buckets.find(round); known != p.buckets.end()) return known->second;
   collab::GroupBucket bucket{.round = round, .expected = p.swarm.others() + 1};
   if (options_.group_buckets) {
     const Bytes self = collab::own_subkey(node_);
-    bucket = collab::choose_group_bucket(round, p.swarm.tracker().others_records(), std::string(self.begin(), self.end()),
+    bucket = collab::choose_group_bucket(round, epoch, p.swarm.tracker().others_records(), std::string(self.begin(), self.end()),
                                          /*self_trainer=*/true, options_.averaging.role == avg::AvgRole::kClient,
                                          options_.averaging.target_group_size);
   }
@@ -829,7 +829,7 @@ Trainer::LateRound Trainer::handle_late_round(const collab::CollaborationState& 
   // outer round spans many batches): they step as the swarm does.
   if (options_.collaboration.mode != CollaborationMode::kSynchronous || p.swarm.others() == 0) return LateRound::kStep;
   auto& averager = p.swarm.averager();
-  const bool ours = averager.prepared_round() == round_bucket(collab::gradient_round(epoch_)).round;
+  const bool ours = averager.prepared_round() == round_bucket(collab::gradient_round(epoch_), epoch_).round;
   const auto search = ours ? averager.ahead_search() : avg::Averager::AheadSearch::kNone;
   if (search == avg::Averager::AheadSearch::kFound) return LateRound::kStep;  // our group waits for us
   const auto others = p.swarm.tracker().others_records();

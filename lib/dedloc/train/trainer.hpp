@@ -224,7 +224,7 @@ class Trainer {
   enum class LateRound { kStep, kWait, kCaughtUp };
   // The key and the expected peers of a round ("grad.N", "params.N"): its bucket when the swarm outgrows
   // one group (TrainerOptions::group_buckets), decided once per round.
-  collab::GroupBucket round_bucket(const std::string& round);
+  collab::GroupBucket round_bucket(const std::string& round, std::uint64_t epoch);
   LateRound handle_late_round(const collab::CollaborationState& state, TrainerReport& report);
   // Snapshots the state, serves it to joiners and hashes its parameters for our progress record.
   void serve_current_state();

@@ -33,7 +33,7 @@ std::vector<GroupBucket> choices(const std::vector<PeerProgress>& all, const std
     for (const auto& r : all) {
       if (r.peer != me.peer) others.push_back(r);
     }
-    chosen.push_back(choose_group_bucket(round, others, me.peer, true, me.client_mode, target));
+    chosen.push_back(choose_group_bucket(round, 17, others, me.peer, true, me.client_mode, target));
   }
   return chosen;
 }
@@ -95,16 +95,38 @@ TEST_CASE("Group buckets: the split changes every round, and a peer missing from
     for (const auto& r : without_last) {
       if (r.peer != all[i].peer) others.push_back(r);
     }
-    moved += choose_group_bucket("grad.17", others, all[i].peer, true, all[i].client_mode, 16).index != first[i].index;
+    moved += choose_group_bucket("grad.17", 17, others, all[i].peer, true, all[i].client_mode, 16).index != first[i].index;
   }
   CHECK(moved <= 2);
 }
 
 TEST_CASE("Group buckets: an aux peer takes a bucket and counts only the trainers in it", "[unit][collab]") {
   const auto all = swarm(16, 40);
-  const auto aux = choose_group_bucket("grad.17", all, "aux-peer-1", /*self_trainer=*/false, false, 16);
+  const auto aux = choose_group_bucket("grad.17", 17, all, "aux-peer-1", /*self_trainer=*/false, false, 16);
   CHECK(aux.buckets == 5);
   size_t there = 0;
   for (const auto& b : choices(all, "grad.17", 16)) there += b.index == aux.index;
   CHECK(aux.expected == there);
+}
+
+TEST_CASE("Group buckets: a peer whose epoch stopped (it died; its record lingers) leads no bucket", "[unit][collab]") {
+  // The lab's churn run: a bucket whose only leader had been SIGKILLed, its record still listed, and the
+  // 7 volunteers put there found nobody looking.
+  auto all = swarm(16, 40);
+  const auto alive = choices(all, "grad.17", 16);
+  for (auto& r : all) {
+    if (r.peer == all[3].peer) r.epoch = 14;  // stopped three steps ago
+  }
+  std::vector<PeerProgress> others(all.begin() + 1, all.end());
+  const auto without = choose_group_bucket("grad.17", 17, others, all[0].peer, true, false, 16);
+  std::vector<PeerProgress> live;
+  for (const auto& r : others) {
+    if (r.peer != all[3].peer) live.push_back(r);
+  }
+  CHECK(without.round == choose_group_bucket("grad.17", 17, live, all[0].peer, true, false, 16).round);
+  CHECK(without.expected == choose_group_bucket("grad.17", 17, live, all[0].peer, true, false, 16).expected);
+  // One epoch apart (a peer that just stepped, or is about to) still counts.
+  all[3].epoch = 18;
+  const auto ahead = choose_group_bucket("grad.17", 17, std::vector<PeerProgress>(all.begin() + 1, all.end()), all[0].peer, true, false, 16);
+  CHECK(ahead.round == alive[0].round);
 }
