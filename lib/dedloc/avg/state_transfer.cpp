@@ -106,6 +106,7 @@ std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_6
   struct Ranked {
     DonorInfo info;
     bool stale = false;
+    bool relayed = false;
     double load = 0;
     double priority = 0;
   };
@@ -116,12 +117,15 @@ std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_6
     const double load = load_ratio(d);
     // Anyone can list anything: a NaN would break the sort's ordering.
     const double priority = std::isfinite(d.priority) ? d.priority : 0;
-    ranked.push_back({std::move(d), stale, load, priority});
+    const bool relayed = d.address.endpoint.rfind("relay://", 0) == 0;
+    ranked.push_back({std::move(d), stale, relayed, load, priority});
   }
   std::shuffle(ranked.begin(), ranked.end(), rng);
   std::stable_sort(ranked.begin(), ranked.end(), [&](const Ranked& a, const Ranked& b) {
     if (a.stale != b.stale) return b.stale;
     if (epoch_class(a.info.epoch) != epoch_class(b.info.epoch)) return epoch_class(a.info.epoch) > epoch_class(b.info.epoch);
+    // A volunteer behind NAT serves through its relay: every byte crosses the relay and a home upload.
+    if (a.relayed != b.relayed) return b.relayed;
     if (a.load != b.load) return a.load < b.load;
     // Not the refresh time: the donor that just stepped refreshed last, and every joiner would pick it.
     return a.priority > b.priority;

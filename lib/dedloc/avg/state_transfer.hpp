@@ -15,7 +15,8 @@
 //   1. rank the donors (rank_donors): records that stopped being refreshed last (a dead peer stops
 //      refreshing its advert, which lingers until its TTL runs out); then the newest advertised epoch
 //      (the newest and the one before it alike: right after a step only the first peers to take it
-//      advertise it, and a wave of joiners would all pick those), the least loaded, the owner's priority,
+//      advertise it, and a wave of joiners would all pick those), direct donors before those behind a
+//      relay (every byte would cross the relay and a home upload), the least loaded, the owner's priority,
 //      ties in random order (joiners with the same list do not all pick the same donors);
 //   2. probe them for liveness, `probe_fanout` at once in rank order, a new one as each probe fails: a probe
 //      is the "done" request (it takes no slot; every donor answers it with its current epoch, schema hash

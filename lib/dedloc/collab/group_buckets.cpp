@@ -99,7 +99,9 @@ GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, c
   bucket.buckets = buckets;
   bucket.index = mine;
   bucket.expected = static_cast<size_t>(std::count(of.begin(), of.end(), mine));
-  bucket.round = round + ".b" + std::to_string(mine) + "of" + std::to_string(buckets);
+  // Not the count in the key: peers whose views differ on B (the swarm grew or shrank by a few) still meet
+  // in every bucket both counts have, and rendezvous hashing moves few peers between those.
+  bucket.round = round + ".b" + std::to_string(mine);
   return bucket;
 }
 

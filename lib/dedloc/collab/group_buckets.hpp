@@ -15,8 +15,9 @@
 //   and views that differ by a peer or two still agree on almost every bucket)
 //   expected = the trainers in our bucket (us included): with all of them in, the group forms at once
 //
-// The round's key is "<round>.b<b>of<B>" (the plain round when B = 1, so a small swarm's keys are what they
-// always were). Sans-IO: progress records in, a key out (tests/unit/collab/group_buckets_test.cpp).
+// The round's key is "<round>.b<b>" (the plain round when B = 1, so a small swarm's keys are what they
+// always were). B is not in it: during churn peers' views of N differ, and B with them for a while; peers
+// that count B = 4 and B = 5 still meet in buckets 0 to 3, where rendezvous hashing keeps most of them. Sans-IO: progress records in, a key out (tests/unit/collab/group_buckets_test.cpp).
 #pragma once
 
 #include <cstddef>

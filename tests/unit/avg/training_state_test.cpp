@@ -142,6 +142,12 @@ TEST_CASE("Donors are ranked by epoch, then load, then priority, equals in rando
   CHECK(picked.size() == 8);
   CHECK(picked["1"] < 60);
 
+  // A donor behind NAT (reached through a relay) comes after the direct ones at the same epoch, idle or not.
+  std::vector<DonorInfo> mixed{donor("1", 11, 3, 4, 0), donor("2", 11, 0, 4, 0)};
+  mixed[1].address.endpoint = "relay://127.0.0.1:7001/p/" + std::string(40, 'a');
+  auto order = rank_donors(mixed, rng);
+  CHECK(order[0].address.endpoint == mixed[0].address.endpoint);
+
   // Equally good donors come first about equally often: joiners spread over them.
   std::vector<DonorInfo> equal{donor("1", 3, 0, 4, 0), donor("2", 3, 0, 4, 0), donor("3", 3, 0, 4, 0)};
   std::map<std::string, int> first;
