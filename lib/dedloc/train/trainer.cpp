@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <future>
-#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -140,7 +140,7 @@ struct Trainer::Parts {
   // and the step must look under the same key even if the swarm changed in between. Guarded: a delayed
   // step's round asks from its own thread.
   std::mutex bucket_mutex;
-  std::map<std::string, collab::GroupBucket> buckets;  // by round: the last few
+  std::deque<std::pair<std::string, collab::GroupBucket>> buckets;  // (round, its bucket): the last few, oldest first
   std::uint64_t bytes_sent = 0;              // averaging payload bytes sent, every round
   std::uint64_t samples_computed = 0;
   std::uint64_t inner_steps = 0;             // DiLoCo: inner steps since the last outer step was applied
@@ -368,7 +368,8 @@ Result<avg::StepOutcome> Trainer::run_gradient_round(double weight) {
   auto& averager = p.swarm.averager();
   auto breaker = interruptible();
   if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
-  // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then).
+  // The trainers of our bucket, every trainer we know of in a swarm that fits one group (aux peers publish
+  // no progress, and are welcome if they are in by then).
   const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_), epoch_);
   auto average = [&] {
     return averager.step(p.gradients.schema(), p.gradients.values(), weight, bucket.expected, bucket.round);
@@ -810,7 +811,9 @@ Status Trainer::train_until(TrainerReport& report) {
 collab::GroupBucket Trainer::round_bucket(const std::string& round, std::uint64_t epoch) {
   auto& p = *parts_;
   std::lock_guard lock(p.bucket_mutex);
-  if (auto known = p.buckets.find(round); known != p.buckets.end()) return known->second;
+  for (const auto& [known, bucket] : p.buckets) {
+    if (known == round) return bucket;
+  }
   collab::GroupBucket bucket{.round = round, .expected = p.swarm.others() + 1};
   if (options_.group_buckets) {
     const Bytes self = collab::own_subkey(node_);
@@ -818,8 +821,8 @@ collab::GroupBucket Trainer::round_bucket(const std::string& round, std::uint64_
                                          /*self_trainer=*/true, options_.averaging.role == avg::AvgRole::kClient,
                                          options_.averaging.target_group_size);
   }
-  if (p.buckets.size() >= 8) p.buckets.erase(p.buckets.begin());  // rounds long past
-  p.buckets.emplace(round, bucket);
+  if (p.buckets.size() >= 8) p.buckets.pop_front();  // a round long past
+  p.buckets.emplace_back(round, bucket);
   return bucket;
 }
 
