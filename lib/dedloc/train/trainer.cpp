@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "dedloc/collab/checkpoint.hpp"
+#include "dedloc/collab/averaging_timeouts.hpp"
 #include "dedloc/collab/deadline_estimator.hpp"
 #include "dedloc/collab/divergence.hpp"
 #include "dedloc/collab/step_outcome.hpp"
@@ -121,6 +122,7 @@ struct Trainer::Parts {
   std::unique_ptr<OuterOptimizer> outer;     // DiLoCo only: θ_outer and the outer momentum
   std::unique_ptr<DelayedStep> delayed;      // delayed mode: the step in flight, if any
   std::optional<collab::DeadlineEstimator> round_deadline;  // with adaptive_averaging_timeout
+  std::optional<collab::AveragingTimeouts> waits;           // ... and matchmaking's and the parts' waits
   collab::DivergenceWatch divergence;        // with collaboration.resync_divergent
   std::uint64_t params_hash = 0;             // avg::parameters_hash of the state we serve, in our progress record
   StateTensors state;
@@ -170,6 +172,9 @@ Trainer::Trainer(zmq::context_t& context, dht::Node& node, const crypto::Identit
   if (p.outer) p.state.add("outer_momentum/", p.outer->momentum());
   if (options_.adaptive_averaging_timeout) {
     p.round_deadline.emplace(collab::DeadlineEstimatorOptions{.ceiling = options_.averaging.averaging_timeout});
+    p.waits.emplace(collab::AveragingTimeoutsOptions{.matchmaking_ceiling = options_.averaging.matchmaking_time,
+                                                     .sender_ceiling = options_.averaging.all_reduce.sender_timeout,
+                                                     .reducer_ceiling = options_.averaging.all_reduce.reducer_timeout});
   }
   p.task_entries = task_.state_entries();
   if (!options_.samples_log.empty()) p.samples_log.open(options_.samples_log, std::ios::app);
@@ -355,11 +360,44 @@ void Trainer::seed_round_deadline() {
   p.round_deadline->seed(from_seconds(median(medians)), from_seconds(median(mads)));
 }
 
+namespace {
+
+// The waits learned so far (collab/averaging_timeouts.hpp), for the averager's next search and round.
+void apply_learned_waits(const std::optional<collab::AveragingTimeouts>& waits, avg::Averager& averager) {
+  if (!waits) return;
+  const auto times = waits->times();
+  averager.set_matchmaking_times(times.matchmaking_time, times.grace);
+  averager.set_part_timeouts(times.sender_timeout, times.reducer_timeout, times.liveness_timeout);
+}
+
+// What a round tells the learned waits: how long matchmaking took, how long the last expected joiners
+// took after the quorum (or that a grace left some out), how long its slowest part took.
+void learn_waits(collab::AveragingTimeouts& waits, const avg::StepOutcome& outcome, size_t other_trainers) {
+  if (outcome.late_joiners > 0) waits.observe_late_joiners();
+  if (outcome.group_size == 0) {
+    if (other_trainers > 0) waits.observe_no_group();
+    return;
+  }
+  if (outcome.matchmaking_time > Duration::zero()) waits.observe_matchmaking(outcome.matchmaking_time);
+  if (outcome.quorum_to_full) waits.observe_quorum_to_full(*outcome.quorum_to_full);
+  const auto& reduced = outcome.all_reduce;
+  // A member banned or given up on that was not known gone: a live one the part timeouts were too short for.
+  const size_t lost = reduced.banned_senders.size() + reduced.failed_reducers.size();
+  if (lost > 0 && reduced.gone.empty() && !outcome.all_reduce_timed_out) {
+    waits.observe_part_timeout();
+  } else if (reduced.slowest_part > Duration::zero()) {
+    waits.observe_slowest_part(reduced.slowest_part);
+  }
+}
+
+}  // namespace
+
 Result<avg::StepOutcome> Trainer::run_gradient_round(double weight) {
   auto& p = *parts_;
   auto& averager = p.swarm.averager();
   auto breaker = interruptible();
   if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
+  apply_learned_waits(p.waits, averager);
   // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then).
   auto average = [&] {
     return averager.step(p.gradients.schema(), p.gradients.values(), weight, p.swarm.others() + 1,
@@ -381,7 +419,9 @@ void Trainer::record_gradient_round(const Result<avg::StepOutcome>& outcome, col
   } else if (outcome->group_size == 0) {
     facts.averaging = collab::StepAveraging::kNoGroup;
     facts.why_not_averaged = outcome->why_alone;
+    if (p.waits) learn_waits(*p.waits, *outcome, p.swarm.others());
   } else {
+    if (p.waits) learn_waits(*p.waits, *outcome, p.swarm.others());
     facts.averaging = collab::StepAveraging::kGroup;
     facts.group_size = outcome->group_size;
     facts.found_ahead = outcome->found_ahead;
@@ -573,6 +613,7 @@ void Trainer::match_ahead(const collab::CollaborationState& state) {
   const std::string round = collab::gradient_round(epoch_);
   if (p.swarm.averager().prepared_round() == round) return;
   // A round still prepared for an earlier epoch (we caught up since) is withdrawn by prepare().
+  apply_learned_waits(p.waits, p.swarm.averager());
   p.swarm.averager().prepare(p.gradients.schema(), p.swarm.others() + 1, round);
 }
 

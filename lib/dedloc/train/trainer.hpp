@@ -94,8 +94,10 @@ struct TrainerOptions {
   // step's group in the background while the last micro-batches compute (Averager::prepare).
   bool match_ahead = true;
   // Each round's all-reduce deadline learned from the rounds before (collab/deadline_estimator.hpp), at most
-  // averaging.averaging_timeout; false: averaging.averaging_timeout for every round.
-  bool adaptive_averaging_timeout = false;
+  // averaging.averaging_timeout, and likewise matchmaking's time and quorum grace and the all-reduce's
+  // sender, reducer and liveness timeouts (collab/averaging_timeouts.hpp), the averaging options' values
+  // their ceilings; false: those fixed values for every round, no quorum, no liveness pings.
+  bool adaptive_averaging_timeout = true;
   // Client mode: `relaying.relays` are relays to stay reachable through, tried before those listed in the
   // DHT (heartbeat, dead_after, ... too; the endpoints are filled in). A client-mode peer attached to a relay
   // serves its state there; one that finds no relay still trains and sends, but nobody can download from it.
