@@ -12,6 +12,7 @@
 #include "dedloc/collab/checkpoint.hpp"
 #include "dedloc/collab/averaging_timeouts.hpp"
 #include "dedloc/collab/deadline_estimator.hpp"
+#include "dedloc/collab/known_gone.hpp"
 #include "dedloc/collab/divergence.hpp"
 #include "dedloc/collab/step_outcome.hpp"
 #include "dedloc/core/bytes.hpp"
@@ -123,6 +124,7 @@ struct Trainer::Parts {
   std::unique_ptr<DelayedStep> delayed;      // delayed mode: the step in flight, if any
   std::optional<collab::DeadlineEstimator> round_deadline;  // with adaptive_averaging_timeout
   std::optional<collab::AveragingTimeouts> waits;           // ... and matchmaking's and the parts' waits
+  std::optional<collab::KnownGone> gone;                    // ... and trainers a round found gone
   collab::DivergenceWatch divergence;        // with collaboration.resync_divergent
   std::uint64_t params_hash = 0;             // avg::parameters_hash of the state we serve, in our progress record
   StateTensors state;
@@ -175,6 +177,7 @@ Trainer::Trainer(zmq::context_t& context, dht::Node& node, const crypto::Identit
     p.waits.emplace(collab::AveragingTimeoutsOptions{.matchmaking_ceiling = options_.averaging.matchmaking_time,
                                                      .sender_ceiling = options_.averaging.all_reduce.sender_timeout,
                                                      .reducer_ceiling = options_.averaging.all_reduce.reducer_timeout});
+    p.gone.emplace(options_.record_ttl);
   }
   p.task_entries = task_.state_entries();
   if (!options_.samples_log.empty()) p.samples_log.open(options_.samples_log, std::ios::app);
@@ -392,15 +395,22 @@ void learn_waits(collab::AveragingTimeouts& waits, const avg::StepOutcome& outco
 
 }  // namespace
 
+size_t Trainer::expected_trainers() {
+  auto& p = *parts_;
+  if (!p.gone) return p.swarm.others() + 1;
+  return p.gone->expected(p.swarm.others(), std::chrono::steady_clock::now());
+}
+
 Result<avg::StepOutcome> Trainer::run_gradient_round(double weight) {
   auto& p = *parts_;
   auto& averager = p.swarm.averager();
   auto breaker = interruptible();
   if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
   apply_learned_waits(p.waits, averager);
-  // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then).
+  // Every trainer we know of (aux peers publish no progress, and are welcome if they are in by then), less
+  // those a round found gone.
   auto average = [&] {
-    return averager.step(p.gradients.schema(), p.gradients.values(), weight, p.swarm.others() + 1,
+    return averager.step(p.gradients.schema(), p.gradients.values(), weight, expected_trainers(),
                          collab::gradient_round(epoch_));
   };
   auto outcome = average();
@@ -422,6 +432,10 @@ void Trainer::record_gradient_round(const Result<avg::StepOutcome>& outcome, col
     if (p.waits) learn_waits(*p.waits, *outcome, p.swarm.others());
   } else {
     if (p.waits) learn_waits(*p.waits, *outcome, p.swarm.others());
+    if (p.gone) {
+      p.gone->seen(outcome->members);
+      p.gone->add(outcome->all_reduce.gone, p.swarm.others(), std::chrono::steady_clock::now());
+    }
     facts.averaging = collab::StepAveraging::kGroup;
     facts.group_size = outcome->group_size;
     facts.found_ahead = outcome->found_ahead;
@@ -614,7 +628,7 @@ void Trainer::match_ahead(const collab::CollaborationState& state) {
   if (p.swarm.averager().prepared_round() == round) return;
   // A round still prepared for an earlier epoch (we caught up since) is withdrawn by prepare().
   apply_learned_waits(p.waits, p.swarm.averager());
-  p.swarm.averager().prepare(p.gradients.schema(), p.swarm.others() + 1, round);
+  p.swarm.averager().prepare(p.gradients.schema(), expected_trainers(), round);
 }
 
 void Trainer::average_parameters() {

@@ -183,6 +183,8 @@ class Trainer {
   // The gradient round itself (matchmaking and the all-reduce of the buffer's vector), callable from the
   // delayed step's thread; record_gradient_round then puts its outcome into `facts` and the tallies.
   Result<avg::StepOutcome> run_gradient_round(double weight);
+  // The trainers a gradient round expects, us included: the progress records read, less those known gone.
+  size_t expected_trainers();
   // Adaptive deadlines: until our own rounds decide, start from the figures other peers publish.
   void seed_round_deadline();
   void record_gradient_round(const Result<avg::StepOutcome>& outcome, collab::StepFacts& facts);

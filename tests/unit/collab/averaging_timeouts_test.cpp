@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dedloc/collab/averaging_timeouts.hpp"
+#include "dedloc/collab/known_gone.hpp"
 
 using namespace dedloc;
 using namespace dedloc::collab;
@@ -129,4 +130,29 @@ TEST_CASE("Averaging timeouts: a member that died costs the grace, and live peer
   // until three new ones, longer than what the old network taught.
   waits.observe_quorum_to_full(600ms);
   CHECK(waits.times().grace == 1500ms);
+}
+
+TEST_CASE("Known gone: a dead trainer leaves the expected count until its record expires", "[unit][deadline]") {
+  const auto t0 = TimePoint{} + 1000s;
+  const auto dead = crypto::PeerId::from_public_key(Bytes(32, 3));
+  const auto alive = crypto::PeerId::from_public_key(Bytes(32, 4));
+  KnownGone gone(30s);
+  CHECK(gone.expected(3, t0) == 4);  // 3 records of others, us
+  gone.add({dead}, 3, t0);
+  CHECK(gone.expected(3, t0 + 1s) == 3);  // its record is still there: not expected
+  CHECK(gone.expected(3, t0 + 10s) == 3);
+  // Its record expired: the count of records already leaves it out.
+  CHECK(gone.expected(2, t0 + 20s) == 3);
+  CHECK(gone.size() == 0);
+  CHECK(gone.expected(3, t0 + 21s) == 4);  // a newcomer came: expected again in full
+
+  // Found gone, but it turns up in a group: it was not gone.
+  gone.add({alive}, 3, t0);
+  CHECK(gone.expected(3, t0) == 3);
+  gone.seen({alive, dead});
+  CHECK(gone.expected(3, t0) == 4);
+  // And at most record_ttl later, whatever the records say.
+  gone.add({dead}, 3, t0);
+  CHECK(gone.expected(3, t0 + 29s) == 3);
+  CHECK(gone.expected(3, t0 + 30s) == 4);
 }
