@@ -8,7 +8,10 @@
 // deadline if it has at least `min_group_size` members. Refusals say why (not looking, another schema,
 // full, "I follow X" with X to try instead) so a joiner moves on at once. A peer that no earlier peer
 // takes leads its own group. A client-mode peer cannot lead (nobody can dial it): it asks every declared
-// leader, and waits for a later one's BEGIN until that leader's deadline. Every wait is bounded.
+// leader, and waits for a later one's BEGIN until that leader's deadline. Every wait is bounded. A leader
+// that knows how many peers to expect forms its group once they are all in, or, with a grace
+// (MatchmakingOptions::grace), once a quorum is in and the grace has passed (GroupFormation, Search::grace).
+// A join that comes after such a group formed is counted (take_late_joiners()): the grace was too short.
 //
 // The leader shuffles the members and computes each one's share of the vector once, with the planner's
 // group program (plan::plan_group_shares over the members' bandwidths and roles), and sends that with
