@@ -151,10 +151,12 @@ void Averager::withdraw() {
   prepared_.reset();
   if (!group) return;
   if (withdrawn_.valid()) withdrawn_.wait();  // the all-reduce runs one round at a time anyway
-  withdrawn_ = std::async(std::launch::async, [this, what, group = std::move(*group)] {
+  // The options as they are now: the caller may set the next round's timeouts while this one runs.
+  withdrawn_ = std::async(std::launch::async, [this, what, group = std::move(*group), all_reduce = options_.all_reduce,
+                                               timeout = options_.averaging_timeout] {
     // Zeros at weight 0: our reducer averages its share of the others' vectors, and we add nothing.
     std::vector<float> nothing(group.member(*group.index_of(self_)).sends() ? group.length() : 0, 0.0f);
-    auto served = all_reduce_->run(group, nothing, 0.0, options_.all_reduce, Deadline::after(options_.averaging_timeout));
+    auto served = all_reduce_->run(group, nothing, 0.0, all_reduce, Deadline::after(timeout));
     Logger::Line(options_.log, LogLevel::kDebug, "avg")
         << "withdrew from the '" << what << "' round; served its group of " << group.size() << " without contributing"
         << (served ? "" : ": " + served.status().to_string());

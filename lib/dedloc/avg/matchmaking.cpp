@@ -106,9 +106,9 @@ void Matchmaker::dismiss_locked(const Dismissal& dismissal) {
   repliers_.clear();
 }
 
-EarlierPeers Matchmaker::earlier_peers(double my_expiration, std::string& seen) {
+EarlierPeers Matchmaker::earlier_peers(double my_expiration, Duration matchmaking_time, std::string& seen) {
   auto record = dht_.get(matchmaking_key(options_.group_key), dht::GetMode::kLatest,
-                         Deadline::after(std::min<Duration>(std::chrono::seconds(2), options_.matchmaking_time), clock_));
+                         Deadline::after(std::min<Duration>(std::chrono::seconds(2), matchmaking_time), clock_));
   if (!record) {
     seen = "the DHT lookup failed: " + record.status().to_string();
     return {};
@@ -166,15 +166,15 @@ Result<Group> Matchmaker::find_group() { return search(0); }
 Result<Group> Matchmaker::search(size_t expected_peers) {
   endpoint_ = averaging_endpoint(options_.role, options_.announce, server_, dht_);
   Search search{.group_key = options_.group_key,
-                      .schema_hash = options_.schema_hash,
-                      .vector_length = options_.vector_length,
-                      .part_elements = options_.part_elements,
-                      .role = options_.role,
-                      .bandwidth = options_.bandwidth,
-                      .endpoint = endpoint_,
-                      .target_group_size = options_.target_group_size,
-                      .min_group_size = options_.min_group_size,
-                      .expected_peers = expected_peers};
+                .schema_hash = options_.schema_hash,
+                .vector_length = options_.vector_length,
+                .part_elements = options_.part_elements,
+                .role = options_.role,
+                .bandwidth = options_.bandwidth,
+                .endpoint = endpoint_,
+                .target_group_size = options_.target_group_size,
+                .min_group_size = options_.min_group_size,
+                .expected_peers = expected_peers};
   DEDLOC_RETURN_IF_ERROR(check_search(search));
   double my_expiration = 0;
   Deadline deadline;
@@ -224,7 +224,7 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
         dismiss_locked(formation_.time_out());
         return error(Code::kTimeout, "no group of at least " + std::to_string(std::max<size_t>(2, options_.min_group_size)) +
                                          " formed under '" + options_.group_key + "' within " +
-                                         std::to_string(std::chrono::duration<double>(options_.matchmaking_time).count()) +
+                                         std::to_string(std::chrono::duration<double>(search.matchmaking_time).count()) +
                                          " s: " + seen + (last_refusal.empty() ? "" : "; last refusal: " + last_refusal));
       }
     }
@@ -233,7 +233,8 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
     // A peer that cannot lead asks every declared leader, earliest first, also those that started looking
     // after it: otherwise a client-mode peer that starts first finds no one "earlier" and steps alone.
     std::deque<std::pair<net::PeerAddress, double>> queue;  // a leader and its expiration (0: unknown)
-    auto found = earlier_peers(can_lead ? my_expiration : std::numeric_limits<double>::infinity(), seen);
+    auto found = earlier_peers(can_lead ? my_expiration : std::numeric_limits<double>::infinity(),
+                               search.matchmaking_time, seen);
     for (size_t i = 0; i < found.leaders.size(); ++i) queue.emplace_back(std::move(found.leaders[i]), found.expirations[i]);
     std::set<std::string> tried;
     while (!queue.empty() && !deadline.passed(clock_) && !stopping()) {
