@@ -164,6 +164,39 @@ TEST_CASE("Matchmaking: peers that know the run has 3 of them form a group of 3 
   CHECK(std::chrono::steady_clock::now() - started < 10s);
 }
 
+TEST_CASE("Matchmaking: 3 of 4 expected peers form their group a grace after the quorum, not at the deadline",
+          "[net][avg]") {
+  // The fourth peer died between rounds: its progress record still says the run has 4.
+  auto swarm = test::quiet_swarm(3);
+  zmq::context_t context;
+  const Bytes schema(wire::kSchemaHashBytes, 0x42);
+  std::vector<std::unique_ptr<Looker>> lookers;
+  for (size_t i = 0; i < 3; ++i) {
+    auto options = options_for(16, 20s);
+    options.grace = 500ms;
+    lookers.push_back(std::make_unique<Looker>(context, swarm->node(i), options));
+  }
+  auto started = std::chrono::steady_clock::now();
+  std::vector<std::future<Result<Group>>> futures;
+  for (auto& l : lookers) {
+    futures.push_back(std::async(std::launch::async, [&l, &schema] { return l->matchmaker->find_group(schema, 100000, 4); }));
+  }
+  std::vector<Bytes> ids;
+  size_t by_quorum = 0;
+  for (size_t i = 0; i < futures.size(); ++i) {
+    auto group = futures[i].get();
+    REQUIRE(group.is_ok());
+    CHECK(group->size() == 3);
+    ids.push_back(group->id());
+    by_quorum += lookers[i]->matchmaker->last_search().by_quorum;
+  }
+  CHECK(ids[0] == ids[1]);
+  CHECK(ids[1] == ids[2]);
+  CHECK(by_quorum == 1);  // the leader
+  // Without the grace the leader would have waited the whole 20 s for the fourth.
+  CHECK(std::chrono::steady_clock::now() - started < 10s);
+}
+
 TEST_CASE("Matchmaking: an aux peer that joins first does not take an expected trainer's place", "[net][avg]") {
   auto swarm = test::quiet_swarm(3);
   zmq::context_t context;

@@ -55,7 +55,7 @@ struct Outcome {
 
 // Starts the group (member `victim` dies after `die_after` part events) and collects the survivors.
 std::map<size_t, Outcome> run_group(const std::vector<std::string>& roles, size_t victim, size_t die_after,
-                                    int sender_timeout_ms, int reducer_timeout_ms) {
+                                    int sender_timeout_ms, int reducer_timeout_ms, int liveness_timeout_ms = 0) {
   std::string ports, role_list;
   for (size_t i = 0; i < roles.size(); ++i) {
     ports += (i ? "," : "") + std::to_string(free_port());
@@ -70,6 +70,7 @@ std::map<size_t, Outcome> run_group(const std::vector<std::string>& roles, size_
                                   "--roles", role_list, "--length", std::to_string(kLength), "--part",
                                   std::to_string(kPart), "--sender-timeout-ms", std::to_string(sender_timeout_ms),
                                   "--reducer-timeout-ms", std::to_string(reducer_timeout_ms),
+                                  "--liveness-timeout-ms", std::to_string(liveness_timeout_ms),
                                   "--out", members[i].out};
     if (i == victim) args.insert(args.end(), {"--die-after-parts", std::to_string(die_after)});
     members[i].process.emplace(test::ChildProcess::spawn(args));
@@ -201,6 +202,32 @@ TEST_CASE("SIGKILL a reducer mid-round: senders finish within reducer_timeout wi
       }
     }
     CHECK(averaged_there <= 4);
+    CHECK(outcome.report["averaged_fraction"].get<double>() < 1.0);
+  }
+}
+
+TEST_CASE("SIGKILL a member mid-round: a ping it leaves unanswered ends both waits, long before the timeouts",
+          "[proc][avg]") {
+  // Every member sends and reduces; member 3 dies after its 8th part event. The timeouts are the recipe's
+  // defaults (15 s, 30 s): without the liveness pings the survivors would wait 15 s for its parts and 30 s
+  // for its answers. Pinged every 0.5 s, it is known gone within about a second.
+  auto survivors = run_group({"node", "node", "node", "node"}, 3, 8, 15000, 30000, 500);
+  REQUIRE(survivors.size() == 3);
+  const double without = mean_factor({0, 1, 2}), with = mean_factor({0, 1, 2, 3});
+  for (auto& [i, outcome] : survivors) {
+    INFO("member " << i << ": " << outcome.report.dump());
+    CHECK(outcome.report["seconds"].get<double>() < 3.0);  // 2 x liveness_timeout + a loaded machine's margin
+    CHECK(outcome.report["gone"] == nlohmann::json::array({3}));
+    CHECK(outcome.report["failed"] == nlohmann::json::array({3}));
+    // Its reducer range: our own values where it did not answer before dying (a part it answered holds the
+    // mean with it); everywhere else, the mean of those whose parts arrived.
+    for (size_t begin = 0; begin < kLength; begin += kPart) {
+      auto factor = factor_of(outcome.vector, begin, begin + kPart);
+      REQUIRE(factor.has_value());
+      const bool own = std::abs(*factor - static_cast<double>(i + 1)) < 1e-6;
+      const bool mean = std::abs(*factor - without) < 1e-5 || std::abs(*factor - with) < 1e-5;
+      CHECK((mean || (own && begin >= 3 * 60000)));
+    }
     CHECK(outcome.report["averaged_fraction"].get<double>() < 1.0);
   }
 }

@@ -3,7 +3,7 @@
 //
 //   avg_member --index I --ports P0,P1,... --roles node,client,aux,... --length L --part E
 //              [--codec none] [--sender-timeout-ms 1000] [--reducer-timeout-ms 2000]
-//              [--die-after-parts N] --out FILE
+//              [--liveness-timeout-ms 0] [--die-after-parts N] --out FILE
 //
 // Member i has identity seed (i+1)×32, listens on 127.0.0.1:P_i, holds x_i[k] = (i+1)·g(k) (g: a fixed
 // pattern), weighs i+1, and averages once with the others. With --die-after-parts it SIGKILLs itself after
@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
   std::vector<int> ports;
   std::vector<std::string> roles;
   std::string codec_name = "none", out;
-  int sender_ms = 1000, reducer_ms = 2000;
+  int sender_ms = 1000, reducer_ms = 2000, liveness_ms = 0;
   CLI::App app{"one member of a fixed averaging group (proc tests)"};
   app.add_option("--index", index)->required();
   app.add_option("--ports", ports)->required()->delimiter(',');
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
   app.add_option("--codec", codec_name);
   app.add_option("--sender-timeout-ms", sender_ms);
   app.add_option("--reducer-timeout-ms", reducer_ms);
+  app.add_option("--liveness-timeout-ms", liveness_ms);
   app.add_option("--die-after-parts", die_after);
   app.add_option("--out", out)->required();
   CLI11_PARSE(app, argc, argv);
@@ -114,6 +116,7 @@ int main(int argc, char** argv) {
   options.window = 2;
   options.sender_timeout = std::chrono::milliseconds(sender_ms);
   options.reducer_timeout = std::chrono::milliseconds(reducer_ms);
+  options.liveness_timeout = std::chrono::milliseconds(liveness_ms);
   std::atomic<size_t> events{0};
   if (die_after > 0) {
     options.on_progress = [&events, die_after] {
@@ -123,6 +126,9 @@ int main(int argc, char** argv) {
   auto started = std::chrono::steady_clock::now();
   auto result = all_reduce.run(*group, vector, static_cast<double>(index + 1), options, Deadline::after(std::chrono::seconds(60)));
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  // Serve a moment longer: answers our reducer queued for slower members must leave before the socket
+  // closes (closing drops them, and the member waiting for them would count us gone or failed).
+  std::this_thread::sleep_for(std::chrono::seconds(1));
   server.stop();  // before the all-reduce its handler points into goes away
   if (!result) {
     std::cerr << result.status().to_string() << "\n";
@@ -135,11 +141,12 @@ int main(int argc, char** argv) {
     std::cerr << written.to_string() << "\n";
     return 1;
   }
-  nlohmann::json banned = nlohmann::json::array(), failed = nlohmann::json::array();
+  nlohmann::json banned = nlohmann::json::array(), failed = nlohmann::json::array(), gone = nlohmann::json::array();
+  for (const auto& id : result->gone) gone.push_back(*group->index_of(id));
   for (const auto& id : result->banned_senders) banned.push_back(*group->index_of(id));
   for (const auto& id : result->failed_reducers) failed.push_back(*group->index_of(id));
   std::cout << nlohmann::json{{"index", index}, {"seconds", seconds}, {"averaged_fraction", result->averaged_fraction},
-                              {"banned", banned}, {"failed", failed}}.dump()
+                              {"banned", banned}, {"failed", failed}, {"gone", gone}}.dump()
             << std::endl;
   return 0;
 }

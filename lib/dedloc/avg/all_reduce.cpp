@@ -10,6 +10,7 @@
 #include "dedloc/avg/reducer.hpp"
 #include "dedloc/core/check.hpp"
 #include "dedloc/core/memory.hpp"
+#include "dedloc/wire/messages.hpp"
 
 namespace dedloc::avg {
 
@@ -133,6 +134,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
   };
 
   net::Client* client = nullptr;
+  crypto::PeerId client_self;  // us: never pinged
   const Group* group = nullptr;
   std::span<float> vector;
   double weight = 0;
@@ -156,6 +158,9 @@ struct Sender : std::enable_shared_from_this<Sender> {
   Logger* log = nullptr;
   std::optional<InFlightWindow> window;  // set before the first send
   std::uint64_t part_bytes = 0;           // a whole part on the wire, for the window's arithmetic
+  Duration slowest_part{};                // the longest round trip of a part that came back averaged
+  // Liveness pings (AllReduceOptions::liveness_timeout), per member: in flight now, and gone.
+  std::vector<bool> pinging, gone;
 
   bool done_locked() const {
     return std::all_of(reducers.begin(), reducers.end(), [](const ToReducer& r) { return r.unresolved == 0; });
@@ -235,7 +240,9 @@ struct Sender : std::enable_shared_from_this<Sender> {
     Status applied = reply ? apply(part, *reply) : reply.status();
     if (applied.is_ok()) {
       const auto [sent_at, ticket] = r.sent[position];
-      window->on_delivered(encoded_bytes(options.codec, part.size()), std::chrono::steady_clock::now() - sent_at, ticket);
+      const Duration latency = std::chrono::steady_clock::now() - sent_at;
+      window->on_delivered(encoded_bytes(options.codec, part.size()), latency, ticket);
+      slowest_part = std::max(slowest_part, latency);
     } else {
       Code code = applied.code();
       if (code == Code::kTimeout || code == Code::kUnavailable || code == Code::kCancelled ||
@@ -298,6 +305,30 @@ struct Sender : std::enable_shared_from_this<Sender> {
     }
     averaged_elements += part.size();
     return {};
+  }
+
+  // Pings every member we still wait on (its parts for our reducer, or its answers to ours) that is not
+  // already being pinged and can be dialled; one that does not answer by `timeout` is marked gone, for
+  // the waiting caller to act on. Under `mutex`.
+  // `owes`: per member, whether our reducer still waits for its parts.
+  void ping_awaited(const std::vector<bool>& owes, Duration timeout) {
+    for (size_t m = 0; m < group->size(); ++m) {
+      const Member& member = group->member(m);
+      if (pinging[m] || gone[m] || member.endpoint.empty() || member.id == client_self) continue;
+      bool awaited = owes[m];
+      for (const ToReducer& r : reducers) awaited = awaited || (r.member == m && !r.failed && r.unresolved > 0);
+      if (!awaited) continue;
+      pinging[m] = true;
+      client->call(member.endpoint, net::Outgoing::of(wire::Ping{SystemClock::instance().unix_seconds()}),
+                   Deadline::after(timeout), [self = shared_from_this(), m](Result<net::Incoming>&& reply) {
+                     std::lock_guard lock(self->mutex);
+                     self->pinging[m] = false;
+                     // kCancelled: we closed the connection ourselves (or are shutting down), not a verdict.
+                     if (reply || reply.status().code() == Code::kCancelled || self->closed) return;
+                     self->gone[m] = true;
+                     self->changed.notify_all();
+                   });
+    }
   }
 
   // The reducer is gone (or refuses us): keep our own values for everything not yet sent to it.
@@ -390,7 +421,10 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
 
   auto sender = std::make_shared<Sender>();
   sender->client = &client_;
+  sender->client_self = self_;
   sender->group = &group;
+  sender->pinging.assign(group.size(), false);
+  sender->gone.assign(group.size(), false);
   sender->vector = vector;
   sender->weight = weight;
   sender->options = options;
@@ -440,12 +474,20 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
     sender->fill_windows(deadline);
   }
 
-  // Wait for both halves, resending early parts, banning silent senders, bounded by the deadline.
+  // Wait for both halves, resending early parts, banning silent senders and members known gone, bounded
+  // by the deadline.
+  std::vector<bool> handled_gone(group.size(), false);
+  std::vector<crypto::PeerId> result_gone;
   {
     std::unique_lock lock(sender->mutex);
     TimePoint next_check = std::chrono::steady_clock::now() + kCheckInterval;
+    // The first pings once the round has had liveness_timeout to get going (parts queued at the start are
+    // ahead of them), then one per member per liveness_timeout.
+    const bool pings = options.liveness_timeout > Duration::zero();
+    TimePoint next_ping = std::chrono::steady_clock::now() + options.liveness_timeout;
     while (!(sender->done_locked() && reducer->done()) && !deadline.passed() && !stopping_) {
-      TimePoint wake = std::min({next_check, deadline.at, sender->retries.empty() ? next_check : sender->retries.front().due});
+      TimePoint wake = std::min({next_check, deadline.at, sender->retries.empty() ? next_check : sender->retries.front().due,
+                                 pings ? next_ping : next_check});
       sender->changed.wait_until(lock, wake);
       // Only the retries that are due: a refusal wakes us (to shorten the wait), and resending at once
       // would spin as fast as the reducer can say "not yet".
@@ -459,6 +501,31 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
         }
         sender->send(slot, position, deadline);
       }
+      if (pings && std::chrono::steady_clock::now() >= next_ping) {
+        lock.unlock();  // the reducer's lock is never taken under ours
+        std::vector<bool> owes(group.size());
+        for (size_t m = 0; m < group.size(); ++m) owes[m] = reducer->owes(m);
+        lock.lock();
+        sender->ping_awaited(owes, options.liveness_timeout);
+        next_ping = std::chrono::steady_clock::now() + options.liveness_timeout;
+      }
+      for (size_t m = 0; m < group.size(); ++m) {
+        if (!sender->gone[m] || handled_gone[m]) continue;
+        handled_gone[m] = true;
+        result_gone.push_back(group.member(m).id);
+        const Status why = error(Code::kUnavailable, "gone: no answer to a ping within " +
+                                                         std::to_string(std::chrono::duration<double>(options.liveness_timeout).count()) + " s");
+        Logger::Line(log_, LogLevel::kInfo, "avg") << "member " << group.member(m).id.short_string() << " is " << why.message();
+        for (auto& r : sender->reducers) {
+          if (r.member != m || r.unresolved == 0) continue;
+          sender->give_up(r, why);
+          // Parts in flight to it resolve now (kCancelled), not at the reducer timeout.
+          if (r.in_flight > 0) client_.disconnect(group.member(m).endpoint);
+        }
+        lock.unlock();
+        reducer->drop(m, std::chrono::steady_clock::now());
+        lock.lock();
+      }
       if (std::chrono::steady_clock::now() >= next_check) {
         lock.unlock();
         reducer->check_senders(std::chrono::steady_clock::now());
@@ -471,8 +538,10 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
   if (!reducer->done()) reducer->finish_now(std::chrono::steady_clock::now());
 
   AllReduceResult result;
+  result.gone = std::move(result_gone);
   {
     std::lock_guard lock(sender->mutex);
+    result.slowest_part = sender->slowest_part;
     sender->closed = true;  // late completions no longer touch `vector`, and nothing more is sent
     for (const auto& r : sender->reducers) {
       if (r.failed || r.unresolved > 0) {

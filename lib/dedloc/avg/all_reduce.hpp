@@ -24,6 +24,17 @@
 // parts and reports the fraction it got averaged). `reducer_timeout` should exceed `sender_timeout`: a
 // reducer legitimately holds a part's answer while it waits for a slow sender.
 //
+// A member known gone ends both waits at once instead: with `liveness_timeout` set, every member we still
+// wait on (its parts, or its answers) is pinged once per liveness_timeout (net::Server answers Ping on
+// every server, from its loop thread, whatever the member is computing), and one that does not answer
+// within liveness_timeout is gone: a SIGKILLed process's port refuses connections, and ZeroMQ retries
+// them silently until the ping's deadline. Its parts are averaged without it (our reducer bans it) and
+// we keep our own values for its share (our sender gives up on it, closing the connection so that the
+// parts in flight to it resolve now). A client-mode member cannot be dialled, so only sender_timeout ends
+// a wait for one. The ping rides the connection that carries our parts to that member, behind what is
+// still queued: liveness_timeout must cover a part's round trip under load (the trainer derives it from
+// the round trips it measured, collab/averaging_timeouts.hpp).
+//
 // Without compression our parts are sent straight from the caller's vector (ZeroMQ zero-copy frames): run()
 // returns only once ZeroMQ has let go of all of them, and to that end closes its client's connections to
 // the reducers it gave up on (net::Client::disconnect: what is queued to them is dropped, and other calls in
@@ -56,6 +67,9 @@ struct AllReduceOptions {
   size_t max_in_flight = 0;                          // parts in flight to all reducers together; 0: no cap
   Duration sender_timeout = std::chrono::seconds(15);
   Duration reducer_timeout = std::chrono::seconds(30);
+  // How long a member we wait on may leave a ping unanswered before it is known gone (see above); zero:
+  // no pings, only the timeouts above end the waits.
+  Duration liveness_timeout{};
   // Robust aggregation of the parts our reducer averages (avg/centered_clip.hpp); unset: the weighted mean.
   // It guards the parts this member reduces: every honest reducer should set it.
   std::optional<CenteredClipOptions> centered_clip;
@@ -72,6 +86,11 @@ struct AllReduceResult {
   // reducer that had not yet heard of the round, counts twice) and its reducer's deltas back to the
   // senders (codec bytes; message headers and transport framing not counted).
   std::uint64_t bytes_sent = 0;
+  // Members that did not answer a ping within liveness_timeout (their waits ended then).
+  std::vector<crypto::PeerId> gone;
+  // The longest a part of ours took to come back averaged, among those that did (zero when none did):
+  // what a sender or reducer timeout must cover on this network.
+  Duration slowest_part{};
 };
 
 class ReducerRound;

@@ -37,6 +37,7 @@ Averager::Averager(zmq::context_t& context, dht::Node& dht, const crypto::Identi
   matchmaking.target_group_size = options_.target_group_size;
   matchmaking.min_group_size = options_.min_group_size;
   matchmaking.matchmaking_time = options_.matchmaking_time;
+  matchmaking.grace = options_.grace;
   matchmaking.part_elements = options_.part_elements;
   matchmaking.announce = options_.announce;
   matchmaker_ = std::make_unique<Matchmaker>(dht_, *server_, *client_, self_, matchmaking, options_.log);
@@ -63,6 +64,17 @@ void Averager::interrupt() {
   client_->cancel_pending();
 }
 
+void Averager::set_matchmaking_times(Duration matchmaking_time, Duration grace) {
+  options_.matchmaking_time = matchmaking_time;
+  matchmaker_->set_times(matchmaking_time, grace);
+}
+
+void Averager::set_part_timeouts(Duration sender_timeout, Duration reducer_timeout, Duration liveness_timeout) {
+  options_.all_reduce.sender_timeout = sender_timeout;
+  options_.all_reduce.reducer_timeout = reducer_timeout;
+  options_.all_reduce.liveness_timeout = liveness_timeout;
+}
+
 std::string Averager::endpoint() const { return server_->endpoint(); }
 
 std::string averager_in_process_endpoint(const crypto::PeerId& self) {
@@ -80,6 +92,7 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
                                    std::optional<wire::PartAnswer> answer) {
   if (prepared_ && (prepared_->what != what || prepared_->schema.hash != schema.hash)) withdraw();
   StepOutcome outcome;
+  outcome.late_joiners = matchmaker_->take_late_joiners();
   std::optional<Result<Group>> group;
   if (prepared_) {
     matchmaker_->release();  // a group we lead forms now, aux peers that joined meanwhile included
@@ -96,6 +109,11 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
   }
   outcome.group_size = (*group)->size();
   outcome.group_id = (*group)->id();
+  for (size_t m = 0; m < (*group)->size(); ++m) outcome.members.push_back((*group)->member(m).id);
+  const auto search = matchmaker_->last_search();
+  if (!outcome.found_ahead) outcome.matchmaking_time = search.took;  // ahead, it includes our own computing
+  outcome.quorum_to_full = search.quorum_to_full;
+  outcome.by_quorum = search.by_quorum;
   const auto began = std::chrono::steady_clock::now();
   const Deadline deadline = Deadline::after(options_.averaging_timeout);
   AllReduceOptions all_reduce = options_.all_reduce;
@@ -143,10 +161,12 @@ void Averager::withdraw() {
   prepared_.reset();
   if (!group) return;
   if (withdrawn_.valid()) withdrawn_.wait();  // the all-reduce runs one round at a time anyway
-  withdrawn_ = std::async(std::launch::async, [this, what, group = std::move(*group)] {
+  // The options as they are now: the caller may set the next round's timeouts while this one runs.
+  withdrawn_ = std::async(std::launch::async, [this, what, group = std::move(*group), all_reduce = options_.all_reduce,
+                                               timeout = options_.averaging_timeout] {
     // Zeros at weight 0: our reducer averages its share of the others' vectors, and we add nothing.
     std::vector<float> nothing(group.member(*group.index_of(self_)).sends() ? group.length() : 0, 0.0f);
-    auto served = all_reduce_->run(group, nothing, 0.0, options_.all_reduce, Deadline::after(options_.averaging_timeout));
+    auto served = all_reduce_->run(group, nothing, 0.0, all_reduce, Deadline::after(timeout));
     Logger::Line(options_.log, LogLevel::kDebug, "avg")
         << "withdrew from the '" << what << "' round; served its group of " << group.size() << " without contributing"
         << (served ? "" : ": " + served.status().to_string());

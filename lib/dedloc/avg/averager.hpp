@@ -32,6 +32,7 @@ struct AveragerOptions {
   size_t target_group_size = kDefaultTargetGroupSize;
   size_t min_group_size = kDefaultMinGroupSize;
   Duration matchmaking_time = kDefaultMatchmakingTime;
+  Duration grace{};                          // Search::grace (zero: wait for every expected peer)
   AllReduceOptions all_reduce;
   Duration averaging_timeout = std::chrono::seconds(60);  // one all-reduce, after the group formed
   std::uint64_t part_elements = default_part_elements();  // the grid we announce when we lead
@@ -43,10 +44,17 @@ struct StepOutcome {
   size_t group_size = 0;         // 0: no group formed; the vector is unchanged (average alone)
   bool found_ahead = false;      // the group was found by prepare(), while the caller still computed
   Bytes group_id;                // when a group formed: the id its leader gave it, the same on every member
+  std::vector<crypto::PeerId> members;  // ... and its members, us included
   AllReduceResult all_reduce;    // when a group formed
   Duration all_reduce_time{};    // when a group formed: how long its all-reduce took (up to its deadline)
   bool all_reduce_timed_out = false;  // ... and whether the deadline ended it
   std::string why_alone;         // when no group formed
+  // What matchmaking saw (Matchmaker::SearchReport), when a group formed:
+  Duration matchmaking_time{};               // how long finding it took (zero when found ahead)
+  std::optional<Duration> quorum_to_full;    // we led, every expected peer came: the last one after the quorum
+  bool by_quorum = false;                    // we led and formed it by quorum and grace
+  // Joins refused since the last step for coming after a quorum's grace had formed their group.
+  size_t late_joiners = 0;
 };
 
 // The layout of the run's averaged vector, as published in the DHT under wire::vector_schema_key(run_id)
@@ -108,6 +116,10 @@ class Averager {
   // The deadline of the all-reduces of later step()s (AveragerOptions::averaging_timeout at start); the
   // trainer sets it per round from what it observed (collab/deadline_estimator.hpp). The caller thread's.
   void set_averaging_timeout(Duration timeout) { options_.averaging_timeout = timeout; }
+  // Likewise the matchmaking time and quorum grace of later searches (Matchmaker::set_times), and the
+  // all-reduce's sender, reducer and liveness timeouts (AllReduceOptions). The caller thread's.
+  void set_matchmaking_times(Duration matchmaking_time, Duration grace);
+  void set_part_timeouts(Duration sender_timeout, Duration reducer_timeout, Duration liveness_timeout);
 
   std::string endpoint() const;
   // Where others dial our averaging server: --announce, or the bound endpoint with a wildcard host replaced

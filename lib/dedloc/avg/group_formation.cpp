@@ -43,8 +43,15 @@ Status check_search(const Search& search) {
   return Status::ok();
 }
 
+size_t quorum_of(size_t expected) {
+  if (expected < 3) return expected;
+  return std::max<size_t>(2, expected - std::max<size_t>(1, expected / 4));
+}
+
 void GroupFormation::start(const Search& search, TimePoint now, double unix_now) {
   search_ = search;
+  quorum_at_.reset();
+  last_join_at_ = now;
   deadline_ = now + search.matchmaking_time;
   expiration_ = unix_now + std::chrono::duration<double>(search.matchmaking_time).count();
   followers_.clear();
@@ -63,8 +70,20 @@ TimePoint GroupFormation::client_answer_deadline(double leader_expiration, TimeP
                     deadline_ + search_.matchmaking_time + kBeginGrace);
 }
 
+std::optional<TimePoint> GroupFormation::grace_end() const {
+  if (search_.grace <= Duration::zero() || held_ || !quorum_at_ || state_ != State::kLeading ||
+      group_size() < search_.min_group_size) {
+    return std::nullopt;
+  }
+  return std::max(*quorum_at_, released_at_) + search_.grace;
+}
+
 NextStep GroupFormation::next(TimePoint now) const {
-  if (now < deadline_) return state_ == State::kLeading && full() ? NextStep::kAssemble : NextStep::kLook;
+  if (now < deadline_) {
+    if (state_ != State::kLeading) return NextStep::kLook;
+    const auto grace = grace_end();
+    return full() || (grace && now >= *grace) ? NextStep::kAssemble : NextStep::kLook;
+  }
   // At the deadline a group we lead forms if it is large enough: waiting longer would only leave its
   // members waiting past their own deadlines.
   if (state_ == State::kLeading && group_size() >= search_.min_group_size && !followers_.empty()) {
@@ -73,7 +92,8 @@ NextStep GroupFormation::next(TimePoint now) const {
   return NextStep::kGiveUp;
 }
 
-std::optional<wire::AvgJoinRefused> GroupFormation::on_join(const crypto::PeerId& who, const wire::AvgJoin& join) {
+std::optional<wire::AvgJoinRefused> GroupFormation::on_join(const crypto::PeerId& who, const wire::AvgJoin& join,
+                                                            TimePoint now) {
   if (join.group_key != search_.group_key || !looking()) {
     return refusal(wire::JoinRefusal::kNotLooking, "not looking for a group under '" + join.group_key + "' now");
   }
@@ -106,6 +126,9 @@ std::optional<wire::AvgJoinRefused> GroupFormation::on_join(const crypto::PeerId
     return refusal(wire::JoinRefusal::kGroupFull, "group full (" + std::to_string(search_.target_group_size) + ")");
   }
   followers_.push_back(Follower{Member{who, join.endpoint, join.role}, join.bandwidth, join.companions});
+  last_join_at_ = now;
+  const size_t expected = expected_senders();
+  if (!quorum_at_ && expected > 0 && senders() >= quorum_of(expected)) quorum_at_ = now;
   return std::nullopt;
 }
 
@@ -141,6 +164,13 @@ Assembly GroupFormation::assemble(Bytes group_id, std::uint64_t shuffle_seed) {
     members.push_back({f.member, f.bandwidth});
     for (const auto& c : f.companions) members.push_back({Member{c.id, c.endpoint, c.role}, c.bandwidth});
   }
+  const size_t expected = expected_senders();
+  std::optional<Duration> quorum_to_full;
+  bool by_quorum = false;
+  if (expected > 0 && quorum_at_) {
+    if (senders() >= expected) quorum_to_full = last_join_at_ - *quorum_at_;
+    else by_quorum = group_size() < search_.target_group_size;
+  }
   std::vector<crypto::PeerId> followers = take_followers();
   state_ = State::kDone;
   // A random order, so that no peer is always first in the grid (the planner's rounding favours nobody).
@@ -163,9 +193,10 @@ Assembly GroupFormation::assemble(Bytes group_id, std::uint64_t shuffle_seed) {
     begin.part_elements = search_.part_elements;
     return Group::from_begin(std::move(begin));
   }();
-  if (group) return Assembly{std::move(group), std::move(followers), std::nullopt};
+  if (group) return Assembly{std::move(group), std::move(followers), std::nullopt, quorum_to_full, by_quorum};
   return Assembly{group.status().with_context("assembling the group"), std::move(followers),
-                  refusal(wire::JoinRefusal::kBadRequest, "the group cannot average: " + group.status().message())};
+                  refusal(wire::JoinRefusal::kBadRequest, "the group cannot average: " + group.status().message()),
+                  std::nullopt, false};
 }
 
 Dismissal GroupFormation::time_out() {
@@ -203,13 +234,17 @@ size_t GroupFormation::senders() const {
   return senders;
 }
 
+size_t GroupFormation::expected_senders() const {
+  if (search_.expected_peers == 0) return 0;
+  return std::clamp(search_.expected_peers, std::max<size_t>(2, search_.min_group_size), search_.target_group_size);
+}
+
 bool GroupFormation::full() const {
   if (group_size() >= search_.target_group_size) return true;
   if (search_.expected_peers == 0 || held_) return false;
   // The expected peers are the ones that send (trainers): an aux peer that joined early is welcome, but
   // filling a place with it would leave a trainer out of its own step's group.
-  return senders() >= std::clamp(search_.expected_peers, std::max<size_t>(2, search_.min_group_size),
-                                 search_.target_group_size);
+  return senders() >= expected_senders();
 }
 
 bool GroupFormation::holds(const crypto::PeerId& follower) const {

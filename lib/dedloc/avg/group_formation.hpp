@@ -36,7 +36,18 @@ struct Search {
   // that many senders forms it at once instead of waiting for peers that do not exist.
   size_t expected_peers = 0;
   Duration matchmaking_time{};      // from start() to our deadline
+  // Quorum and grace (zero: off, a group waits for every expected sender until the deadline): a leader
+  // whose group holds a quorum of the expected senders (quorum_of(expected_peers)) forms it `grace` after
+  // the quorum came in, instead of waiting out matchmaking_time for an expected peer that may never come
+  // (one that died between rounds still has a progress record until it expires). The caller derives the
+  // grace from how long the last expected joiners took after the quorum in earlier rounds
+  // (collab/averaging_timeouts.hpp).
+  Duration grace{};
 };
+
+// How many of `expected` senders make a quorum: all but a quarter (at least one) may be missing, never
+// fewer than two members. Below three expected, every one of them.
+size_t quorum_of(size_t expected);
 
 // Whether `search` can be looked for at all: kInvalidArgument saying what is wrong otherwise.
 Status check_search(const Search& search);
@@ -59,6 +70,10 @@ struct Assembly {
   Result<Group> group;                        // ours; an error when the members cannot average together
   std::vector<crypto::PeerId> followers;      // to answer with group->begin(), or else with `refusal`
   std::optional<wire::AvgJoinRefused> refusal;  // set when `group` is an error
+  // When every expected sender came in (the group formed full, not by quorum and grace): how long after
+  // the quorum the last of them joined, the observation the next rounds' grace is learned from.
+  std::optional<Duration> quorum_to_full;
+  bool by_quorum = false;  // formed by quorum and grace, with expected senders missing
 };
 
 class GroupFormation {
@@ -87,7 +102,9 @@ class GroupFormation {
   // A join request from `who` (the envelope's sender). nullopt: accepted and held until the group forms
   // (a retry replaces the same peer's earlier request, which is dropped unanswered). Otherwise the refusal
   // to send at once.
-  std::optional<wire::AvgJoinRefused> on_join(const crypto::PeerId& who, const wire::AvgJoin& join);
+  // `now` times the quorum's grace (Search::grace).
+  std::optional<wire::AvgJoinRefused> on_join(const crypto::PeerId& who, const wire::AvgJoin& join,
+                                              TimePoint now = TimePoint{});
 
   // Asking an earlier leader to take us (a merge when we have followers). nullopt: our group became full
   // meanwhile, so we lead instead. Otherwise the companions to bring (our followers and theirs); until
@@ -109,8 +126,15 @@ class GroupFormation {
 
   // Searching ahead (Matchmaker::hold): the expected peers alone do not complete a group we lead until
   // release(); joiners still do, up to target_group_size. Outlives a search.
+  // A grace runs from the later of the quorum and the release (`now`).
   void hold() { held_ = true; }
-  void release() { held_ = false; }
+  void release(TimePoint now = TimePoint{}) {
+    held_ = false;
+    released_at_ = now;
+  }
+  // When the grace of a quorum that is in ends (the group forms then unless it fills first); nullopt when
+  // no grace runs.
+  std::optional<TimePoint> grace_end() const;
 
   // What the search looks like now.
   bool looking() const { return state_ == State::kLeading || state_ == State::kJoining; }
@@ -126,6 +150,8 @@ class GroupFormation {
   bool holds(const crypto::PeerId& follower) const;
 
  private:
+  // The expected senders (clamped as full() clamps them), 0 when unknown.
+  size_t expected_senders() const;
   enum class State { kIdle, kLeading, kJoining, kDone };
   struct Follower {
     Member member;
@@ -143,6 +169,9 @@ class GroupFormation {
   TimePoint deadline_{};
   double expiration_ = 0;
   std::vector<Follower> followers_;
+  std::optional<TimePoint> quorum_at_;  // when the group we lead reached its quorum (this search)
+  TimePoint last_join_at_{};
+  TimePoint released_at_{};
 };
 
 // The peers declared under our matchmaking key (subkey: address, value: schema hash, expiration) that come

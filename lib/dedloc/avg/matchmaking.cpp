@@ -5,6 +5,7 @@
 #include <deque>
 #include <random>
 #include <set>
+#include <utility>
 
 namespace dedloc::avg {
 
@@ -40,9 +41,25 @@ void Matchmaker::hold() {
   formation_.hold();
 }
 
+void Matchmaker::set_times(Duration matchmaking_time, Duration grace) {
+  std::lock_guard lock(mutex_);
+  options_.matchmaking_time = matchmaking_time;
+  options_.grace = grace;
+}
+
+Matchmaker::SearchReport Matchmaker::last_search() const {
+  std::lock_guard lock(mutex_);
+  return last_search_;
+}
+
+size_t Matchmaker::take_late_joiners() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(late_joiners_, 0);
+}
+
 void Matchmaker::release() {
   std::lock_guard lock(mutex_);
-  formation_.release();
+  formation_.release(clock_.now());
   changed_.notify_all();
 }
 
@@ -68,9 +85,16 @@ std::string Matchmaker::address() const { return net::PeerAddress{endpoint_, sel
 void Matchmaker::on_join(wire::AvgJoin&& join, net::Incoming&& request, net::Replier replier) {
   const crypto::PeerId& who = request.envelope().sender;
   std::lock_guard lock(mutex_);
-  auto refused = formation_.on_join(who, join);
+  auto refused = formation_.on_join(who, join, clock_.now());
   if (!formation_.holds(who)) repliers_.erase(who);  // a refused retry dropped the earlier request too
-  if (refused) return replier.reply(*refused);
+  if (refused) {
+    if (refused->reason == wire::JoinRefusal::kNotLooking && !formation_.looking() && !quorum_round_.empty() &&
+        join.group_key == quorum_round_) {
+      ++late_joiners_;
+      Logger::Line(log_, LogLevel::kDebug, kLog) << "a join for '" << join.group_key << "' came after its quorum's grace";
+    }
+    return replier.reply(*refused);
+  }
   repliers_.insert_or_assign(who, std::move(replier));
   changed_.notify_all();
 }
@@ -82,9 +106,9 @@ void Matchmaker::dismiss_locked(const Dismissal& dismissal) {
   repliers_.clear();
 }
 
-EarlierPeers Matchmaker::earlier_peers(double my_expiration, std::string& seen) {
+EarlierPeers Matchmaker::earlier_peers(double my_expiration, Duration matchmaking_time, std::string& seen) {
   auto record = dht_.get(matchmaking_key(options_.group_key), dht::GetMode::kLatest,
-                         Deadline::after(std::min<Duration>(std::chrono::seconds(2), options_.matchmaking_time), clock_));
+                         Deadline::after(std::min<Duration>(std::chrono::seconds(2), matchmaking_time), clock_));
   if (!record) {
     seen = "the DHT lookup failed: " + record.status().to_string();
     return {};
@@ -141,22 +165,25 @@ Result<Group> Matchmaker::find_group() { return search(0); }
 
 Result<Group> Matchmaker::search(size_t expected_peers) {
   endpoint_ = averaging_endpoint(options_.role, options_.announce, server_, dht_);
-  const Search search{.group_key = options_.group_key,
-                      .schema_hash = options_.schema_hash,
-                      .vector_length = options_.vector_length,
-                      .part_elements = options_.part_elements,
-                      .role = options_.role,
-                      .bandwidth = options_.bandwidth,
-                      .endpoint = endpoint_,
-                      .target_group_size = options_.target_group_size,
-                      .min_group_size = options_.min_group_size,
-                      .expected_peers = expected_peers,
-                      .matchmaking_time = options_.matchmaking_time};
+  Search search{.group_key = options_.group_key,
+                .schema_hash = options_.schema_hash,
+                .vector_length = options_.vector_length,
+                .part_elements = options_.part_elements,
+                .role = options_.role,
+                .bandwidth = options_.bandwidth,
+                .endpoint = endpoint_,
+                .target_group_size = options_.target_group_size,
+                .min_group_size = options_.min_group_size,
+                .expected_peers = expected_peers};
   DEDLOC_RETURN_IF_ERROR(check_search(search));
   double my_expiration = 0;
   Deadline deadline;
+  TimePoint started;
   {
     std::lock_guard lock(mutex_);
+    search.matchmaking_time = options_.matchmaking_time;
+    search.grace = options_.grace;
+    started = clock_.now();
     if (stopping_) return error(Code::kCancelled, "this peer is shutting down");
     formation_.start(search, clock_.now(), clock_.unix_seconds());
     repliers_.clear();
@@ -188,12 +215,16 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
         return error(Code::kCancelled, "this peer is shutting down");
       }
       NextStep next = formation_.next(clock_.now());
-      if (next == NextStep::kAssemble) return assemble_locked();
+      if (next == NextStep::kAssemble) {
+        auto group = assemble_locked();
+        if (group) last_search_.took = clock_.now() - started;
+        return group;
+      }
       if (next == NextStep::kGiveUp) {
         dismiss_locked(formation_.time_out());
         return error(Code::kTimeout, "no group of at least " + std::to_string(std::max<size_t>(2, options_.min_group_size)) +
                                          " formed under '" + options_.group_key + "' within " +
-                                         std::to_string(std::chrono::duration<double>(options_.matchmaking_time).count()) +
+                                         std::to_string(std::chrono::duration<double>(search.matchmaking_time).count()) +
                                          " s: " + seen + (last_refusal.empty() ? "" : "; last refusal: " + last_refusal));
       }
     }
@@ -202,7 +233,8 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
     // A peer that cannot lead asks every declared leader, earliest first, also those that started looking
     // after it: otherwise a client-mode peer that starts first finds no one "earlier" and steps alone.
     std::deque<std::pair<net::PeerAddress, double>> queue;  // a leader and its expiration (0: unknown)
-    auto found = earlier_peers(can_lead ? my_expiration : std::numeric_limits<double>::infinity(), seen);
+    auto found = earlier_peers(can_lead ? my_expiration : std::numeric_limits<double>::infinity(),
+                               search.matchmaking_time, seen);
     for (size_t i = 0; i < found.leaders.size(); ++i) queue.emplace_back(std::move(found.leaders[i]), found.expirations[i]);
     std::set<std::string> tried;
     while (!queue.empty() && !deadline.passed(clock_) && !stopping()) {
@@ -233,6 +265,7 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
         if (!followers.empty()) {
           Logger::Line(log_, LogLevel::kDebug, kLog) << "merged our group of " << merged << " into " << leader.to_string();
         }
+        last_search_ = SearchReport{clock_.now() - started, false, std::nullopt, false};
         return std::move(*outcome.group);
       }
       formation_.on_refused();
@@ -240,8 +273,11 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
       last_refusal = leader.to_string() + ": " + outcome.why;
     }
     std::unique_lock lock(mutex_);
-    changed_.wait_for(lock, std::min<Duration>(deadline.remaining(clock_), kPollInterval),
-                      [&] { return formation_.full() || stopping_; });
+    Duration wait = std::min<Duration>(deadline.remaining(clock_), kPollInterval);
+    if (auto grace = formation_.grace_end()) wait = std::clamp<Duration>(*grace - clock_.now(), Duration::zero(), wait);
+    changed_.wait_for(lock, wait, [&] {
+      return stopping_ || formation_.full() || (formation_.grace_end() && clock_.now() >= *formation_.grace_end());
+    });
   }
 }
 
@@ -250,6 +286,8 @@ Result<Group> Matchmaker::assemble_locked() {
   std::random_device random;
   for (auto& b : group_id) b = static_cast<std::uint8_t>(random());
   auto assembly = formation_.assemble(std::move(group_id), random());
+  last_search_ = SearchReport{{}, true, assembly.quorum_to_full, assembly.by_quorum};
+  if (assembly.by_quorum) quorum_round_ = options_.group_key;
   for (const auto& id : assembly.followers) {
     auto it = repliers_.find(id);
     if (it == repliers_.end()) continue;

@@ -8,7 +8,10 @@
 // deadline if it has at least `min_group_size` members. Refusals say why (not looking, another schema,
 // full, "I follow X" with X to try instead) so a joiner moves on at once. A peer that no earlier peer
 // takes leads its own group. A client-mode peer cannot lead (nobody can dial it): it asks every declared
-// leader, and waits for a later one's BEGIN until that leader's deadline. Every wait is bounded.
+// leader, and waits for a later one's BEGIN until that leader's deadline. Every wait is bounded. A leader
+// that knows how many peers to expect forms its group once they are all in, or, with a grace
+// (MatchmakingOptions::grace), once a quorum is in and the grace has passed (GroupFormation, Search::grace).
+// A join that comes after such a group formed is counted (take_late_joiners()): the grace was too short.
 //
 // The leader shuffles the members and computes each one's share of the vector once, with the planner's
 // group program (plan::plan_group_shares over the members' bandwidths and roles), and sends that with
@@ -52,6 +55,7 @@ struct MatchmakingOptions {
   size_t target_group_size = kDefaultTargetGroupSize;
   size_t min_group_size = kDefaultMinGroupSize;
   Duration matchmaking_time = kDefaultMatchmakingTime;      // how long to look before giving up
+  Duration grace{};  // Search::grace: a quorum's grace for the rest of the expected peers (zero: none)
   std::uint64_t part_elements = default_part_elements();  // the part grid a leader announces
   // Where others dial our averaging server; empty: its bound endpoint, a wildcard host replaced by the
   // address our DHT node advertises. Ignored for clients (nobody can dial them; they never lead).
@@ -98,6 +102,22 @@ class Matchmaker {
   // every later search returns kCancelled at once.
   void stop();
 
+  // The matchmaking time and quorum grace of later searches (the trainer learns them per round:
+  // collab/averaging_timeouts.hpp). Thread-safe; a search in progress keeps its own.
+  void set_times(Duration matchmaking_time, Duration grace);
+
+  // What the last search that found a group saw (for the caller's estimates).
+  struct SearchReport {
+    Duration took{};                        // from the search's start to the group
+    bool led = false;                       // we formed it
+    std::optional<Duration> quorum_to_full; // GroupFormation's Assembly::quorum_to_full, when we led
+    bool by_quorum = false;                 // we formed it by quorum and grace, expected peers missing
+  };
+  SearchReport last_search() const;
+  // Join requests refused since the last call because they came after our group for their round had
+  // formed by quorum and grace: live peers the grace left out (the caller lengthens it). Resets the count.
+  size_t take_late_joiners();
+
   // What the search in progress looks like (for tests that wait for a state instead of sleeping).
   struct Snapshot {
     bool looking = false;   // a search is in progress and takes part in matchmaking
@@ -110,8 +130,9 @@ class Matchmaker {
  private:
   void on_join(wire::AvgJoin&& join, net::Incoming&& request, net::Replier replier);
   Result<Group> search(size_t expected_peers);
-  // Earlier peers with our schema, in leader order, read from the DHT.
-  EarlierPeers earlier_peers(double my_expiration, std::string& seen);
+  // Earlier peers with our schema, in leader order, read from the DHT (the read bounded by 2 s, or by the
+  // search's matchmaking_time if shorter).
+  EarlierPeers earlier_peers(double my_expiration, Duration matchmaking_time, std::string& seen);
   struct JoinOutcome {
     std::optional<Group> group;                     // the leader's BEGIN
     wire::AvgBegin begin;                           // as received, to pass on to our followers after a merge
@@ -143,6 +164,9 @@ class Matchmaker {
   bool declared_ = false;  // the search in progress is declared in the DHT
   GroupFormation formation_;
   std::map<crypto::PeerId, net::Replier> repliers_;  // each follower's held request, answered when it is decided
+  SearchReport last_search_;
+  std::string quorum_round_;  // the group key of the last group we formed by quorum and grace
+  size_t late_joiners_ = 0;
 };
 
 // The DHT key under which peers looking for a group declare themselves.

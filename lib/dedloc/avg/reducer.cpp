@@ -292,6 +292,22 @@ void ReducerRound::finish_now(TimePoint now) {
   }
 }
 
+bool ReducerRound::drop(size_t member, TimePoint now) {
+  std::lock_guard lock(mutex_);
+  if (member >= slot_of_member_.size() || slot_of_member_[member] == kNotASender) return false;
+  const size_t slot = slot_of_member_[member];
+  if (banned_[slot] || owed_[slot] == 0) return false;
+  ban(slot, now);
+  return true;
+}
+
+bool ReducerRound::owes(size_t member) const {
+  std::lock_guard lock(mutex_);
+  if (member >= slot_of_member_.size() || slot_of_member_[member] == kNotASender) return false;
+  const size_t slot = slot_of_member_[member];
+  return !banned_[slot] && owed_[slot] > 0;
+}
+
 void ReducerRound::ban(size_t slot, TimePoint now) {
   banned_[slot] = true;
   for (size_t local = 0; local < states_.size(); ++local) {

@@ -53,6 +53,12 @@ class ReducerRound {
   // Gives up on every sender still owing parts (the round's deadline passed): completes every part with
   // what was delivered, so our values hold averages, never partial sums.
   void finish_now(TimePoint now);
+  // Member `member` is known gone (it stopped answering pings: AllReduceOptions::liveness_timeout): bans it
+  // now, as check_senders() would once it had been silent for the sender timeout. False when it owed us
+  // nothing (not a sender, already banned, or done with us).
+  bool drop(size_t member, TimePoint now);
+  // Whether member `member` still owes us parts (we wait on it).
+  bool owes(size_t member) const;
 
   // Called after each part completes (under the round's lock). Set before parts arrive.
   void set_progress_callback(std::function<void()> callback) { on_part_complete_ = std::move(callback); }

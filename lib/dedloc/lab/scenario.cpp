@@ -1,5 +1,6 @@
 #include "dedloc/lab/scenario.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "dedloc/core/config.hpp"
@@ -117,8 +118,23 @@ Result<Scenario> load_scenario(const std::string& path) {
       f.read("group", fault.target);
       read_parsed(f, "downtime", fault.length, parse_duration, errors);
       if (fault.mean_time <= Duration::zero()) errors.push_back(f.where() + ": mtbf: must be positive");
+    } else if (f.has("set_link")) {
+      fault.kind = Fault::Kind::kSetLink;
+      f.read("set_link", fault.target);
+      // Over the link the target's group had: only the keys given change.
+      const std::string group = fault.target.substr(0, fault.target.rfind('-') == std::string::npos
+                                                           ? fault.target.size() : fault.target.rfind('-'));
+      auto g = std::find_if(s.groups.begin(), s.groups.end(),
+                            [&](const PeerGroup& x) { return x.name == fault.target || x.name == group; });
+      if (g == s.groups.end()) {
+        errors.push_back(f.where() + ": set_link: '" + fault.target + "' is no group or peer of a group");
+        read_link(f, fault.link, errors);  // its keys are still read: the error above is the one to see
+      } else {
+        fault.link = g->link;
+        read_link(f, fault.link, errors);
+      }
     } else {
-      errors.push_back(f.where() + ": a fault needs one of kill, start, link_down or mtbf");
+      errors.push_back(f.where() + ": a fault needs one of kill, start, link_down, mtbf or set_link");
     }
     s.faults.push_back(fault);
   }

@@ -28,6 +28,8 @@
 //     - {at: 150s, kill: relay-0}
 //     - {mtbf: 120s, group: home, downtime: 30s}  # each peer of the group dies after an exponential time
 //                                                 # with this mean, and comes back `downtime` later
+//     - {at: 60s, set_link: home, rtt: 300ms}   # a group's (or one peer's) link changes for good: the
+//                                                 # keys of a group's link, over what it had
 #pragma once
 
 #include <optional>
@@ -52,12 +54,14 @@ struct PeerGroup {
 };
 
 struct Fault {
-  enum class Kind { kKill, kStart, kLinkDown, kRandomKills };
+  enum class Kind { kKill, kStart, kLinkDown, kRandomKills, kSetLink };
   Kind kind = Kind::kKill;
   Duration at{0};
   std::string target;      // a process name: home-3, node-0, relay-1, dht-0 (kRandomKills: a group name)
   Duration length{0};      // kLinkDown: how long; kRandomKills: the downtime before the restart
   Duration mean_time{0};   // kRandomKills: the mean time between failures of each peer
+  // kSetLink: the target's link from `at` on (target: a group, each of its peers, or one peer).
+  LinkSpec link;
 };
 
 struct Scenario {

@@ -60,8 +60,9 @@ std::string mbit(double bytes_per_second) {
 // A timed action of the run.
 struct Action {
   Duration at{0};
-  enum class Kind { kKill, kStart, kLinkDown, kLinkUp } kind = Kind::kKill;
+  enum class Kind { kKill, kStart, kLinkDown, kLinkUp, kSetLink } kind = Kind::kKill;
   std::string target;
+  LinkSpec link;  // kSetLink
 };
 
 // The faults as a timeline, random failures drawn from the scenario's seed.
@@ -81,6 +82,17 @@ Result<std::vector<Action>> timeline(const Scenario& s, const std::vector<HostRe
         actions.push_back({f.at, Action::Kind::kLinkDown, f.target});
         actions.push_back({f.at + f.length, Action::Kind::kLinkUp, f.target});
         break;
+      case Fault::Kind::kSetLink: {
+        auto g = std::find_if(s.groups.begin(), s.groups.end(), [&](const PeerGroup& x) { return x.name == f.target; });
+        if (g == s.groups.end()) {
+          actions.push_back({f.at, Action::Kind::kSetLink, f.target, f.link});
+        } else {
+          for (size_t i = 0; i < g->count; ++i) {
+            actions.push_back({f.at, Action::Kind::kSetLink, g->name + "-" + std::to_string(i), f.link});
+          }
+        }
+        break;
+      }
       case Fault::Kind::kRandomKills: {
         auto g = std::find_if(s.groups.begin(), s.groups.end(), [&](const PeerGroup& x) { return x.name == f.target; });
         if (g == s.groups.end()) return error(Code::kInvalidArgument, s.source + ": faults: no group '" + f.target + "'");
@@ -291,9 +303,11 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
         case Action::Kind::kStart: (void)processes.start(run.hosts[h].process); break;
         case Action::Kind::kLinkDown: emulator.set_link_up(h, false); break;
         case Action::Kind::kLinkUp: emulator.set_link_up(h, true); break;
+        case Action::Kind::kSetLink: emulator.set_link(h, host_link(a.link)); break;
       }
       say(std::string(a.kind == Action::Kind::kKill ? "SIGKILL " : a.kind == Action::Kind::kStart ? "start " :
-                      a.kind == Action::Kind::kLinkDown ? "link down " : "link up ") + a.target);
+                      a.kind == Action::Kind::kLinkDown ? "link down " : a.kind == Action::Kind::kSetLink ? "new link " :
+                      "link up ") + a.target);
     }
     if (now >= next_report) {
       next_report += std::chrono::seconds(30);

@@ -48,8 +48,10 @@ struct AveragingRecipe {
   bool group_buckets = true;       // split a swarm larger than a group into buckets, anew each round (TrainerOptions)
   double averaging_timeout = 60;   // seconds, one all-reduce
   // Each round's all-reduce deadline from the rounds observed (collab/deadline_estimator.hpp), with
-  // averaging_timeout as its ceiling and 1 s as its floor; false: averaging_timeout for every round.
-  bool adaptive_timeout = false;
+  // averaging_timeout as its ceiling and 1 s as its floor, and matchmaking's time and quorum grace and the
+  // sender, reducer and liveness timeouts learned likewise with matchmaking_time, sender_timeout and
+  // reducer_timeout as their ceilings (collab/averaging_timeouts.hpp); false: the fixed numbers.
+  bool adaptive_timeout = true;
   double sender_timeout = 15;
   double reducer_timeout = 30;
   avg::Codec codec = avg::Codec::kNone;  // a name from core/codec_id.hpp: none | fp16 | scaled-fp16 | uint8 | blockwise8

@@ -12,7 +12,9 @@
 #include <utility>
 
 #include "dedloc/collab/checkpoint.hpp"
+#include "dedloc/collab/averaging_timeouts.hpp"
 #include "dedloc/collab/deadline_estimator.hpp"
+#include "dedloc/collab/known_gone.hpp"
 #include "dedloc/collab/divergence.hpp"
 #include "dedloc/collab/group_buckets.hpp"
 #include "dedloc/collab/step_outcome.hpp"
@@ -124,6 +126,8 @@ struct Trainer::Parts {
   std::unique_ptr<OuterOptimizer> outer;     // DiLoCo only: θ_outer and the outer momentum
   std::unique_ptr<DelayedStep> delayed;      // delayed mode: the step in flight, if any
   std::optional<collab::DeadlineEstimator> round_deadline;  // with adaptive_averaging_timeout
+  std::optional<collab::AveragingTimeouts> waits;           // ... and matchmaking's and the parts' waits
+  std::optional<collab::KnownGone> gone;                    // ... and trainers a round found gone
   collab::DivergenceWatch divergence;        // with collaboration.resync_divergent
   std::uint64_t params_hash = 0;             // avg::parameters_hash of the state we serve, in our progress record
   StateTensors state;
@@ -178,6 +182,10 @@ Trainer::Trainer(zmq::context_t& context, dht::Node& node, const crypto::Identit
   if (p.outer) p.state.add("outer_momentum/", p.outer->momentum());
   if (options_.adaptive_averaging_timeout) {
     p.round_deadline.emplace(collab::DeadlineEstimatorOptions{.ceiling = options_.averaging.averaging_timeout});
+    p.waits.emplace(collab::AveragingTimeoutsOptions{.matchmaking_ceiling = options_.averaging.matchmaking_time,
+                                                     .sender_ceiling = options_.averaging.all_reduce.sender_timeout,
+                                                     .reducer_ceiling = options_.averaging.all_reduce.reducer_timeout});
+    p.gone.emplace(options_.record_ttl);
   }
   p.task_entries = task_.state_entries();
   if (!options_.samples_log.empty()) p.samples_log.open(options_.samples_log, std::ios::app);
@@ -363,16 +371,62 @@ void Trainer::seed_round_deadline() {
   p.round_deadline->seed(from_seconds(median(medians)), from_seconds(median(mads)));
 }
 
+namespace {
+
+// The waits learned so far (collab/averaging_timeouts.hpp), for the averager's next search and round.
+void apply_learned_waits(const std::optional<collab::AveragingTimeouts>& waits, avg::Averager& averager) {
+  if (!waits) return;
+  const auto times = waits->times();
+  averager.set_matchmaking_times(times.matchmaking_time, times.grace);
+  averager.set_part_timeouts(times.sender_timeout, times.reducer_timeout, times.liveness_timeout);
+}
+
+// What a round tells the learned waits: how long matchmaking took, how long the last expected joiners
+// took after the quorum (or that a grace left some out), how long its slowest part took.
+void learn_waits(collab::AveragingTimeouts& waits, const avg::StepOutcome& outcome, size_t other_trainers) {
+  if (outcome.late_joiners > 0) waits.observe_late_joiners();
+  if (outcome.group_size == 0) {
+    if (other_trainers > 0) waits.observe_no_group();
+    return;
+  }
+  if (outcome.matchmaking_time > Duration::zero()) waits.observe_matchmaking(outcome.matchmaking_time);
+  if (outcome.quorum_to_full) waits.observe_quorum_to_full(*outcome.quorum_to_full);
+  const auto& reduced = outcome.all_reduce;
+  // A member banned or given up on that was not known gone: a live one the part timeouts were too short for.
+  const size_t lost = reduced.banned_senders.size() + reduced.failed_reducers.size();
+  if (lost > 0 && reduced.gone.empty() && !outcome.all_reduce_timed_out) {
+    waits.observe_part_timeout();
+  } else if (reduced.slowest_part > Duration::zero()) {
+    waits.observe_slowest_part(reduced.slowest_part);
+  }
+}
+
+}  // namespace
+
+size_t Trainer::expected_trainers() {
+  auto& p = *parts_;
+  if (!p.gone) return p.swarm.others() + 1;
+  return p.gone->expected(p.swarm.others(), std::chrono::steady_clock::now());
+}
+
+size_t Trainer::bucket_expected(const collab::GroupBucket& bucket) {
+  // Split buckets count only trainers within an epoch of ours, which leaves the dead out after two steps;
+  // one bucket counts everyone listed, so the trainers a round found gone come off it.
+  return bucket.buckets > 1 ? bucket.expected : expected_trainers();
+}
+
 Result<avg::StepOutcome> Trainer::run_gradient_round(double weight) {
   auto& p = *parts_;
   auto& averager = p.swarm.averager();
   auto breaker = interruptible();
   if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
-  // The trainers of our bucket, every trainer we know of in a swarm that fits one group (aux peers publish
-  // no progress, and are welcome if they are in by then).
+  apply_learned_waits(p.waits, averager);
+  // The trainers of our bucket, or every trainer we know of in a swarm that fits one group, less those a
+  // round found gone (aux peers publish no progress, and are welcome if they are in by then).
   const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_), epoch_);
+  const size_t expected = bucket_expected(bucket);
   auto average = [&] {
-    return averager.step(p.gradients.schema(), p.gradients.values(), weight, bucket.expected, bucket.round);
+    return averager.step(p.gradients.schema(), p.gradients.values(), weight, expected, bucket.round);
   };
   auto outcome = average();
   // Peers we know of but did not meet may have looked just before or after us (their batch came a
@@ -394,7 +448,13 @@ void Trainer::record_gradient_round(const Result<avg::StepOutcome>& outcome, col
   } else if (outcome->group_size == 0) {
     facts.averaging = collab::StepAveraging::kNoGroup;
     facts.why_not_averaged = outcome->why_alone;
+    if (p.waits) learn_waits(*p.waits, *outcome, p.swarm.others());
   } else {
+    if (p.waits) learn_waits(*p.waits, *outcome, p.swarm.others());
+    if (p.gone) {
+      p.gone->seen(outcome->members);
+      p.gone->add(outcome->all_reduce.gone, p.swarm.others(), std::chrono::steady_clock::now());
+    }
     facts.averaging = collab::StepAveraging::kGroup;
     facts.group_size = outcome->group_size;
     facts.found_ahead = outcome->found_ahead;
@@ -586,7 +646,8 @@ void Trainer::match_ahead(const collab::CollaborationState& state) {
   const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_), epoch_);
   if (p.swarm.averager().prepared_round() == bucket.round) return;
   // A round still prepared for an earlier epoch (we caught up since) is withdrawn by prepare().
-  p.swarm.averager().prepare(p.gradients.schema(), bucket.expected, bucket.round);
+  apply_learned_waits(p.waits, p.swarm.averager());
+  p.swarm.averager().prepare(p.gradients.schema(), bucket_expected(bucket), bucket.round);
 }
 
 void Trainer::average_parameters() {
@@ -599,7 +660,7 @@ void Trainer::average_parameters() {
   // As deltas: under a lossy codec each peer keeps its parameters' own precision (the average itself would
   // round every parameter to the codec), at the price of peers differing in the last bits afterwards.
   const collab::GroupBucket bucket = round_bucket("params." + std::to_string(epoch_), epoch_);
-  auto outcome = p.swarm.averager().step(p.gradients.schema(), p.gradients.values(), 1.0, bucket.expected,
+  auto outcome = p.swarm.averager().step(p.gradients.schema(), p.gradients.values(), 1.0, bucket_expected(bucket),
                                          bucket.round, wire::PartAnswer::kDelta);
   p.ema.resume(now_seconds());
   Logger::Line line(options_.log, LogLevel::kInfo, kLog);

@@ -102,8 +102,10 @@ struct TrainerOptions {
   // apart, a new split every round (collab/group_buckets.hpp); false: one key, groups in arrival order.
   bool group_buckets = true;
   // Each round's all-reduce deadline learned from the rounds before (collab/deadline_estimator.hpp), at most
-  // averaging.averaging_timeout; false: averaging.averaging_timeout for every round.
-  bool adaptive_averaging_timeout = false;
+  // averaging.averaging_timeout, and likewise matchmaking's time and quorum grace and the all-reduce's
+  // sender, reducer and liveness timeouts (collab/averaging_timeouts.hpp), the averaging options' values
+  // their ceilings; false: those fixed values for every round, no quorum, no liveness pings.
+  bool adaptive_averaging_timeout = true;
   // Client mode: `relaying.relays` are relays to stay reachable through, tried before those listed in the
   // DHT (heartbeat, dead_after, ... too; the endpoints are filled in). A client-mode peer attached to a relay
   // serves its state there; one that finds no relay still trains and sends, but nobody can download from it.
@@ -189,6 +191,8 @@ class Trainer {
   // The gradient round itself (matchmaking and the all-reduce of the buffer's vector), callable from the
   // delayed step's thread; record_gradient_round then puts its outcome into `facts` and the tallies.
   Result<avg::StepOutcome> run_gradient_round(double weight);
+  // The trainers a gradient round expects, us included: the progress records read, less those known gone.
+  size_t expected_trainers();
   // Adaptive deadlines: until our own rounds decide, start from the figures other peers publish.
   void seed_round_deadline();
   void record_gradient_round(const Result<avg::StepOutcome>& outcome, collab::StepFacts& facts);
@@ -225,6 +229,8 @@ class Trainer {
   // The key and the expected peers of a round ("grad.N", "params.N"): its bucket when the swarm outgrows
   // one group (TrainerOptions::group_buckets), decided once per round.
   collab::GroupBucket round_bucket(const std::string& round, std::uint64_t epoch);
+  // The trainers a round of `bucket` waits for (expected_trainers() when the swarm is not split).
+  size_t bucket_expected(const collab::GroupBucket& bucket);
   LateRound handle_late_round(const collab::CollaborationState& state, TrainerReport& report);
   // Snapshots the state, serves it to joiners and hashes its parameters for our progress record.
   void serve_current_state();

@@ -69,7 +69,7 @@ struct Peer {
   // A joiner that is taken; returns its id.
   crypto::PeerId take(AvgRole role = AvgRole::kNode, std::vector<wire::JoinCompanion> companions = {}) {
     crypto::PeerId who = other();
-    auto refused = formation.on_join(who, join_as(role, std::move(companions)));
+    auto refused = formation.on_join(who, join_as(role, std::move(companions)), clock.now());
     INFO((refused ? refused->detail : ""));
     REQUIRE_FALSE(refused);
     return who;
@@ -491,4 +491,91 @@ TEST_CASE("Group formation: earlier peers come in leader order: earlier expirati
   CHECK(found.other_schema == 1);
   // Seen from the earliest, nobody comes first: merges cannot cycle.
   CHECK(earlier_peers(entries, ids[4], kSchema, 100).leaders.empty());
+}
+
+// Quorum and grace (Search::grace): a leader that expects more peers than come forms its group once a
+// quorum is in and the grace has passed, instead of waiting out matchmaking_time for a peer that died.
+
+TEST_CASE("Group formation: the quorum is all but a quarter of the expected senders, at least two", "[unit][avg]") {
+  CHECK(quorum_of(0) == 0);
+  CHECK(quorum_of(2) == 2);  // a pair waits for both
+  CHECK(quorum_of(3) == 2);
+  CHECK(quorum_of(4) == 3);
+  CHECK(quorum_of(8) == 6);
+  CHECK(quorum_of(16) == 12);
+}
+
+TEST_CASE("Group formation: a quorum forms the group when its grace ends, not at the deadline", "[unit][avg]") {
+  Search search = search_for(16, 2, /*expected=*/4);
+  search.grace = 700ms;
+  Peer p(search);
+  p.clock.advance(100ms);
+  p.take();
+  p.clock.advance(100ms);
+  CHECK_FALSE(p.formation.grace_end().has_value());  // 2 of 4: no quorum yet
+  p.take();                                          // 3 of 4: the quorum, at 200 ms
+  REQUIRE(p.formation.grace_end().has_value());
+  CHECK(*p.formation.grace_end() == p.clock.now() + 700ms);
+  p.clock.advance(699ms);
+  CHECK(p.next() == NextStep::kLook);  // the fourth may still come
+  p.clock.advance(1ms);
+  CHECK(p.next() == NextStep::kAssemble);  // 0.9 s, where the deadline is 5 s
+  auto assembly = p.assemble();
+  REQUIRE(assembly.group.is_ok());
+  CHECK(assembly.group->size() == 3);
+  CHECK(assembly.by_quorum);
+  CHECK_FALSE(assembly.quorum_to_full.has_value());  // nothing learned about how long the rest take
+}
+
+TEST_CASE("Group formation: the last expected peer within the grace completes the group, and says how long it took",
+          "[unit][avg]") {
+  Search search = search_for(16, 2, 4);
+  search.grace = 700ms;
+  Peer p(search);
+  p.take();
+  p.take();  // the quorum, at 0
+  p.clock.advance(300ms);
+  CHECK(p.next() == NextStep::kLook);
+  p.take();  // all four
+  CHECK(p.next() == NextStep::kAssemble);
+  auto assembly = p.assemble();
+  REQUIRE(assembly.group.is_ok());
+  CHECK(assembly.group->size() == 4);
+  CHECK_FALSE(assembly.by_quorum);
+  REQUIRE(assembly.quorum_to_full.has_value());
+  CHECK(*assembly.quorum_to_full == 300ms);
+}
+
+TEST_CASE("Group formation: without a grace the quorum changes nothing, and a held search waits for its release",
+          "[unit][avg]") {
+  {
+    Peer p(search_for(16, 2, 4));  // grace zero: the old rule
+    p.take();
+    p.take();
+    p.clock.advance(4999ms);
+    CHECK(p.next() == NextStep::kLook);
+    CHECK_FALSE(p.formation.grace_end().has_value());
+  }
+  Search search = search_for(16, 2, 4);
+  search.grace = 500ms;
+  Peer p(search);
+  p.formation.hold();  // searching ahead while we still compute
+  p.take();
+  p.take();
+  p.clock.advance(2s);
+  CHECK(p.next() == NextStep::kLook);  // held: never formed by the quorum
+  p.formation.release(p.clock.now());
+  CHECK(p.next() == NextStep::kLook);  // the grace counts from the release
+  p.clock.advance(500ms);
+  CHECK(p.next() == NextStep::kAssemble);
+}
+
+TEST_CASE("Group formation: a quorum smaller than min_group_size never forms early", "[unit][avg]") {
+  Search search = search_for(16, /*min=*/4, /*expected=*/4);
+  search.grace = 500ms;
+  Peer p(search);
+  p.take();
+  p.take();  // 3 of 4 is a quorum, but the recipe wants 4
+  p.clock.advance(1s);
+  CHECK(p.next() == NextStep::kLook);
 }

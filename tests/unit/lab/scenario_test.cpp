@@ -81,7 +81,7 @@ TEST_CASE("Lab scenarios: mistakes name their key and file", "[lab]") {
            {"role: client,", "role: boss,", "'boss'"},
            {"relays: 1", "relays: 0", "relay"},
            {"warmup: 20s", "warmup: 90s", "warmup"},
-           {"{at: 30s, kill: home-1}", "{at: 30s}", "kill, start, link_down or mtbf"},
+           {"{at: 30s, kill: home-1}", "{at: 30s}", "kill, start, link_down, mtbf or set_link"},
            {"name: home,", "name: node,", "used twice"},
            {"join_at: 25s", "join_at: 60s", "join_at"},
            {"join_at: 25s", "join_at: soon", "join_at"},
@@ -95,5 +95,40 @@ TEST_CASE("Lab scenarios: mistakes name their key and file", "[lab]") {
     REQUIRE_FALSE(s.is_ok());
     CHECK_THAT(s.status().message(), Catch::Contains(bad.expect));
     CHECK_THAT(s.status().message(), Catch::Contains(path));
+  }
+}
+
+TEST_CASE("Lab scenarios: a link that changes mid-run, for a group or one peer", "[lab]") {
+  std::string text = kValid + "  - {at: 50s, set_link: node, rtt: 300ms}\n  - {at: 55s, set_link: home-2, upload: 1Mbit}\n";
+  auto s = load_scenario(write_scenario("set-link", text));
+  INFO(s.status().to_string());
+  REQUIRE(s.is_ok());
+  REQUIRE(s->faults.size() == 5);
+  const Fault& group = s->faults[3];
+  CHECK(group.kind == Fault::Kind::kSetLink);
+  CHECK(group.target == "node");
+  CHECK(group.at == std::chrono::seconds(50));
+  CHECK(group.link.rtt == std::chrono::milliseconds(300));
+  CHECK(group.link.upload == Approx(12.5e6));  // what the group had: only the keys given change
+  const Fault& peer = s->faults[4];
+  CHECK(peer.target == "home-2");
+  CHECK(peer.link.upload == Approx(125e3));
+  CHECK(peer.link.download == Approx(12.5e6));
+  CHECK(peer.link.loss == Approx(0.005));
+
+  struct Bad {
+    std::string fault, expect;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {"{at: 50s, set_link: node, rtt: fast}", "rtt"},
+           {"{at: 50s, set_link: node, colour: red}", "colour"},
+           {"{at: 50s, set_link: nobody, rtt: 300ms}", "'nobody'"},
+       }) {
+    const std::string path = write_scenario("bad-set-link", kValid + "  - " + bad.fault + "\n");
+    auto loaded = load_scenario(path);
+    INFO(bad.fault);
+    REQUIRE_FALSE(loaded.is_ok());
+    CHECK_THAT(loaded.status().message(), Catch::Contains(bad.expect));
+    CHECK_THAT(loaded.status().message(), Catch::Contains(path));
   }
 }
