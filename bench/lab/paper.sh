@@ -4,7 +4,8 @@
 #   ALBERT-large (§4.2): bench/lab/scenarios/paper-albert-{fast,naive,balanced,aux,parttime}.yaml, each a
 #     whole collaboration of synthetic trainers (dedloc-lab run), compared by samples/s with the
 #     high-bandwidth baseline (fast); and paper-albert-delayed.yaml, the balanced run with delayed updates
-#     (not in the paper: the step the planner's prediction assumes);
+#     (not in the paper: the step the planner's prediction assumes); paper-albert-parttime-adaptive.yaml, the
+#     part-time run with adaptive all-reduce deadlines (not in the default list);
 #   SwAV hybrid (§4.1): `dedloc-avg bench --emulate-links`, 8 fast + 16 slow peers, the all-reduce time with
 #     equal shares against the planner's.
 # Every lab run holds /tmp/dedloc-lab.lock (flock), so that it never overlaps another engineer's. REPEATS > 1
@@ -13,7 +14,8 @@
 #   bench/lab/paper.sh [BUILD_DIR]     (root; default build)
 # Environment: OUT (a folder for the reports; default a temporary one), REPEATS (1), SCENARIOS (the six
 # above, by their suffix), SWAV (1; 0 skips it), SWAV_ROUNDS (5 timed rounds per bench), WORK (the runs'
-# work directories with every program's output; default a temporary one).
+# work directories with every program's output; default a temporary one), RUN (1; 0 only prints the table
+# of the reports already in OUT).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="${1:-build}"
@@ -26,7 +28,7 @@ mkdir -p "$out" "$work"
 lock=/tmp/dedloc-lab.lock
 # shellcheck source=bench/idle_share.sh
 source "$here/../idle_share.sh"
-print_idle_share_before
+[ "${RUN:-1}" = 1 ] && print_idle_share_before
 
 # The mean idle share of the machine during one command (others' work included), into "$out/$2.idle".
 timed_idle() {
@@ -39,7 +41,8 @@ timed_idle() {
 
 read -r -a scenarios <<< "${SCENARIOS:-fast naive balanced aux parttime delayed}"
 repeats="${REPEATS:-1}"
-for ((r = 1; r <= repeats; r++)); do
+run_them="${RUN:-1}"
+for ((r = 1; r <= repeats && run_them == 1; r++)); do
   order=("${scenarios[@]}")
   if ((r % 2 == 0)); then
     order=()
@@ -54,7 +57,7 @@ for ((r = 1; r <= repeats; r++)); do
   done
 done
 
-if [ "${SWAV:-1}" = 1 ]; then
+if [ "${SWAV:-1}" = 1 ] && [ "$run_them" = 1 ]; then
   # ResNet-50's 25.6 M parameters at 1/4 (6.4 M values, fp16 on the wire) over links at 1/4 of the paper's
   # 1 Gbit/s and 200 Mbit/s: the same transfer times as the paper's.
   rates="$(printf '250Mbit,%.0s' 1 2 3 4 5 6 7 8)$(printf '50Mbit,%.0s' $(seq 16))"
@@ -77,10 +80,11 @@ import json, os, statistics, sys
 out, repeats, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 # The paper's figures as speeds relative to its high-bandwidth run: the naive heterogeneous run 2.5x slower,
 # load balancing +47% on it, aux peers more than +60%, part-time peers 74% of the high-bandwidth speed.
-paper = {"fast": 1.0, "naive": 1 / 2.5, "balanced": 1.47 / 2.5, "aux": 1.60 / 2.5, "parttime": 0.74}
+paper = {"fast": 1.0, "naive": 1 / 2.5, "balanced": 1.47 / 2.5, "aux": 1.60 / 2.5, "parttime": 0.74, "parttime-adaptive": 0.74}
 label = {"fast": "high-bandwidth (16 × 1 Gbit/s)", "naive": "heterogeneous, equal shares",
          "balanced": "heterogeneous, planner's shares", "aux": "+ 4 aux peers (1 Gbit/s)",
-         "parttime": "+ 8 part-time peers (100 Mbit/s)", "delayed": "planner's shares, delayed updates (not the paper's)"}
+         "parttime": "+ 8 part-time peers (100 Mbit/s)", "delayed": "planner's shares, delayed updates (not the paper's)",
+         "parttime-adaptive": "+ part-time peers, adaptive deadlines"}
 
 def median_of(name, key):
     values = []

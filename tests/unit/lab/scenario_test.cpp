@@ -35,7 +35,8 @@ faults:
 
 TEST_CASE("Lab scenarios: the shipped scenarios load", "[lab]") {
   for (const char* name : {"home-volunteers", "four-peers", "paper-albert-fast", "paper-albert-naive", "paper-albert-balanced",
-                           "paper-albert-aux", "paper-albert-parttime", "paper-albert-delayed"}) {
+                           "paper-albert-aux", "paper-albert-parttime", "paper-albert-delayed",
+                           "paper-albert-parttime-adaptive"}) {
     auto s = load_scenario(test::source_path(std::string("bench/lab/scenarios/") + name + ".yaml"));
     INFO(name << ": " << s.status().to_string());
     REQUIRE(s.is_ok());
