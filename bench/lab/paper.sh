@@ -118,9 +118,9 @@ times = {}
 for shares in ("uniform", "planned"):
     for r in range(1, repeats + 1):
         path = f"{out}/swav-{shares}-r{r}.json"
-        if os.path.exists(path):
-            j = json.loads(open(path).read().strip().splitlines()[-1])
-            times.setdefault(shares, []).extend(j["times_s"])
+        lines = open(path).read().strip().splitlines() if os.path.exists(path) else []
+        if lines:
+            times.setdefault(shares, []).extend(json.loads(lines[-1])["times_s"])
 if len(times) == 2:
     u, p = statistics.median(times["uniform"]), statistics.median(times["planned"])
     print()
