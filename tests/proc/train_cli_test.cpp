@@ -151,6 +151,17 @@ TEST_CASE("dedloc-train: a match_ahead that is not true or false names the key a
   CHECK_THAT(run.output, Catch::Contains(recipe));
 }
 
+TEST_CASE("dedloc-train: averaging.shares other than planned or equal names the key and the file", "[proc][train][cli]") {
+  const std::string dir = dedloc::test::make_temp_dir("dedloc-train-cli");
+  const std::string recipe = mlp_recipe_with(dir, "codec: none", "codec: none\n  shares: uniform");
+  auto run = run_train("--recipe " + recipe);
+  INFO(run.output);
+  CHECK(run.exit_code != 0);
+  CHECK_THAT(run.output, Catch::Contains("averaging"));
+  CHECK_THAT(run.output, Catch::Contains("shares: 'uniform' is not planned or equal"));
+  CHECK_THAT(run.output, Catch::Contains(recipe));
+}
+
 TEST_CASE("dedloc-train: a bad key in any recipe section fails before the swarm is contacted", "[proc][train][cli]") {
   // The model section is the task's: it used to be checked only once the DHT had joined. With an initial
   // peer nobody answers at, the recipe error must still be what is reported, and at once (joining would

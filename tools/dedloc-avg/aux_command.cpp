@@ -30,6 +30,11 @@ class AuxCommand final : public Command {
     cmd->add_option("--bandwidth", bandwidth_mbit_, "Mbit/s this machine can move each way (sizes its share)")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+    cmd->add_option("--shares", shares_,
+                    "how groups this peer leads split the vector: planned (the planner's shares over the members' "
+                    "bandwidths) or equal (the naive split; the trainers' averaging.shares)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"planned", "equal"}));
     cmd->add_option("--listen", listen_, "averaging endpoint to bind (port 0: any free port)")->capture_default_str();
     cmd->add_option("--announce", announce_, "address trainers should dial, when it differs from the bound one");
     cmd->add_option("--target-group-size", target_group_size_, "largest group to form")->capture_default_str();
@@ -76,6 +81,7 @@ class AuxCommand final : public Command {
     options.averager.listen = client_mode_ ? "tcp://127.0.0.1:0" : listen_;
     options.averager.announce = announce_;
     options.averager.bandwidth = bandwidth_mbit_ * 1e6 / 8;
+    options.averager.equal_shares = shares_ == "equal";
     options.averager.target_group_size = target_group_size_;
     options.averager.matchmaking_time = from_seconds(matchmaking_seconds_);
     options.averager.averaging_timeout = std::chrono::seconds(30);
@@ -112,6 +118,7 @@ class AuxCommand final : public Command {
   std::string run_id_;
   std::vector<std::string> initial_peers_;
   double bandwidth_mbit_ = 1000;
+  std::string shares_ = "planned";
   std::string listen_ = "tcp://0.0.0.0:0";
   std::string announce_;
   size_t target_group_size_ = 16;

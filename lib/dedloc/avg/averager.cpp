@@ -34,6 +34,7 @@ Averager::Averager(zmq::context_t& context, dht::Node& dht, const crypto::Identi
   matchmaking.group_key = options_.run_id + "_grad";
   matchmaking.role = options_.role;
   matchmaking.bandwidth = options_.bandwidth;
+  matchmaking.equal_shares = options_.equal_shares;
   matchmaking.target_group_size = options_.target_group_size;
   matchmaking.min_group_size = options_.min_group_size;
   matchmaking.matchmaking_time = options_.matchmaking_time;

@@ -29,6 +29,7 @@ struct AveragerOptions {
   std::string listen = "tcp://0.0.0.0:0";    // the averaging server (unused by clients)
   std::string announce;                      // see MatchmakingOptions::announce
   double bandwidth = kDefaultBandwidth;      // bytes/s each way, for the leader's shares
+  bool equal_shares = false;                 // groups we lead split equally (Search::equal_shares)
   size_t target_group_size = kDefaultTargetGroupSize;
   size_t min_group_size = kDefaultMinGroupSize;
   Duration matchmaking_time = kDefaultMatchmakingTime;

@@ -179,7 +179,8 @@ Assembly GroupFormation::assemble(Bytes group_id, std::uint64_t shuffle_seed) {
   std::vector<plan::GroupMember> planned;
   for (const auto& m : members) planned.push_back({m.member.id.to_string(), m.bandwidth, plan_role(m.member.role)});
   auto group = [&]() -> Result<Group> {
-    auto counts = plan::plan_group_shares(planned, search_.vector_length);
+    auto counts = search_.equal_shares ? plan::equal_group_shares(planned, search_.vector_length)
+                                       : plan::plan_group_shares(planned, search_.vector_length);
     if (!counts) return counts.status();
     wire::AvgBegin begin;
     begin.group_id = std::move(group_id);

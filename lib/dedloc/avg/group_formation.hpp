@@ -29,6 +29,9 @@ struct Search {
   std::uint64_t part_elements = 0;  // the part grid our BEGIN announces when we lead
   AvgRole role = AvgRole::kNode;
   double bandwidth = 0;             // bytes/s each way (the shares depend on it)
+  // When we lead: every reducer the same share (plan::equal_group_shares), the naive split the planner is
+  // measured against; false: the planner's shares over the members' bandwidths (plan::plan_group_shares).
+  bool equal_shares = false;
   std::string endpoint;             // where others dial our reducer; empty for a client, which never leads
   size_t target_group_size = 0;
   size_t min_group_size = 0;

@@ -171,6 +171,7 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
                 .part_elements = options_.part_elements,
                 .role = options_.role,
                 .bandwidth = options_.bandwidth,
+                .equal_shares = options_.equal_shares,
                 .endpoint = endpoint_,
                 .target_group_size = options_.target_group_size,
                 .min_group_size = options_.min_group_size,

@@ -52,6 +52,7 @@ struct MatchmakingOptions {
   std::uint64_t vector_length = 0;
   AvgRole role = AvgRole::kNode;
   double bandwidth = kDefaultBandwidth;  // bytes/s each way (the leader's shares depend on it)
+  bool equal_shares = false;             // Search::equal_shares: groups we lead split equally
   size_t target_group_size = kDefaultTargetGroupSize;
   size_t min_group_size = kDefaultMinGroupSize;
   Duration matchmaking_time = kDefaultMatchmakingTime;      // how long to look before giving up

@@ -81,6 +81,11 @@ void LabProcesses::kill(size_t i) {
   if (procs_[i].pid > 0) ::kill(procs_[i].pid, SIGKILL);
 }
 
+void LabProcesses::interrupt(size_t i) {
+  std::lock_guard lock(mutex_);
+  if (procs_[i].pid > 0) ::kill(procs_[i].pid, SIGINT);
+}
+
 bool LabProcesses::running(size_t i) const {
   std::lock_guard lock(mutex_);
   return procs_[i].pid > 0;

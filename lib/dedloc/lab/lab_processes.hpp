@@ -41,6 +41,9 @@ class LabProcesses {
   Status start(size_t i);
   // SIGKILL, at once; the process is reaped by the reader. No-op when not running.
   void kill(size_t i);
+  // SIGINT: asks process i to leave as its user would stop it (it exits the way its own shutdown handling
+  // decides; the reader reaps it). No-op when not running.
+  void interrupt(size_t i);
   bool running(size_t i) const;
   pid_t pid(size_t i) const;  // -1 when not running
   // Every time process i was started, in order.

@@ -47,6 +47,21 @@ std::string_view role_name(PeerRole role) {
   return "?";
 }
 
+std::vector<std::pair<Duration, bool>> alternation(const Fault& f, size_t index, Duration until) {
+  std::vector<std::pair<Duration, bool>> changes;
+  if (f.on <= Duration::zero() || f.off <= Duration::zero()) return changes;
+  const Duration cycle = f.on + f.off;
+  const Duration phase = (f.stagger * static_cast<Duration::rep>(index)) % cycle;
+  bool on = phase < f.on;
+  if (!on && f.at < until) changes.push_back({f.at, false});
+  // The first change ends the part of the cycle the peer is in at f.at; then on and off take turns.
+  for (Duration t = f.at + (on ? f.on - phase : cycle - phase); t < until; t += on ? f.on : f.off) {
+    on = !on;
+    changes.push_back({t, on});
+  }
+  return changes;
+}
+
 size_t Scenario::peer_count() const {
   size_t n = 0;
   for (const auto& g : groups) n += g.count;
@@ -133,8 +148,17 @@ Result<Scenario> load_scenario(const std::string& path) {
         fault.link = g->link;
         read_link(f, fault.link, errors);
       }
+    } else if (f.has("alternate")) {
+      fault.kind = Fault::Kind::kAlternate;
+      f.read("alternate", fault.target);
+      read_parsed(f, "on", fault.on, parse_duration, errors);
+      read_parsed(f, "off", fault.off, parse_duration, errors);
+      read_parsed(f, "stagger", fault.stagger, parse_duration, errors);
+      if (fault.on <= Duration::zero()) errors.push_back(f.where() + ": on: how long each peer runs, must be positive");
+      if (fault.off <= Duration::zero()) errors.push_back(f.where() + ": off: how long each peer stays away, must be positive");
+      if (fault.stagger < Duration::zero()) errors.push_back(f.where() + ": stagger: must be >= 0");
     } else {
-      errors.push_back(f.where() + ": a fault needs one of kill, start, link_down, mtbf or set_link");
+      errors.push_back(f.where() + ": a fault needs one of kill, start, link_down, mtbf, set_link or alternate");
     }
     s.faults.push_back(fault);
   }

@@ -30,6 +30,10 @@
 //                                                 # with this mean, and comes back `downtime` later
 //     - {at: 60s, set_link: home, rtt: 300ms}   # a group's (or one peer's) link changes for good: the
 //                                                 # keys of a group's link, over what it had
+//     - {alternate: parttime, on: 60s, off: 60s, stagger: 15s}  # part-time peers: from `at` (default 0)
+//                                                 # each peer of the group is on for `on`, leaves (SIGINT:
+//                                                 # it exits as a volunteer closing it would), is back after
+//                                                 # `off`, and so on; peer i's cycle runs i × stagger ahead
 #pragma once
 
 #include <optional>
@@ -54,7 +58,7 @@ struct PeerGroup {
 };
 
 struct Fault {
-  enum class Kind { kKill, kStart, kLinkDown, kRandomKills, kSetLink };
+  enum class Kind { kKill, kStart, kLinkDown, kRandomKills, kSetLink, kAlternate };
   Kind kind = Kind::kKill;
   Duration at{0};
   std::string target;      // a process name: home-3, node-0, relay-1, dht-0 (kRandomKills: a group name)
@@ -62,7 +66,14 @@ struct Fault {
   Duration mean_time{0};   // kRandomKills: the mean time between failures of each peer
   // kSetLink: the target's link from `at` on (target: a group, each of its peers, or one peer).
   LinkSpec link;
+  Duration on{0}, off{0};  // kAlternate: how long each peer of the group runs, then stays away
+  Duration stagger{0};     // kAlternate: how far ahead in its cycle each next peer of the group is
 };
+
+// When part-time peer `index` of an alternating group (Fault::Kind::kAlternate) leaves (false) and comes
+// back (true), in order, up to `until`. At f.at its cycle is (index × stagger) mod (on + off) along: a peer
+// that is then in its off part leaves at f.at.
+std::vector<std::pair<Duration, bool>> alternation(const Fault& f, size_t index, Duration until);
 
 struct Scenario {
   std::string source;      // the file

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -34,6 +35,7 @@ struct RecipeFacts {
   std::string codec = "none";
   std::uint64_t group_size = 16;
   double matchmaking_time = 5;
+  std::string shares = "planned";  // averaging.shares: aux peers lead groups too, and split them alike
 };
 
 Result<RecipeFacts> read_recipe(const std::string& path) {
@@ -46,6 +48,7 @@ Result<RecipeFacts> read_recipe(const std::string& path) {
     f.codec = r["averaging"]["codec"].as<std::string>("none");
     f.group_size = r["averaging"]["target_group_size"].as<std::uint64_t>(16);
     f.matchmaking_time = r["averaging"]["matchmaking_time"].as<double>(5);
+    f.shares = r["averaging"]["shares"].as<std::string>("planned");
     if (f.run_id.empty()) return error(Code::kInvalidArgument, path + ": the recipe has no run_id");
     return f;
   } catch (const YAML::Exception& e) {
@@ -53,14 +56,18 @@ Result<RecipeFacts> read_recipe(const std::string& path) {
   }
 }
 
+// A link's rate as --bandwidth takes it (Mbit/s, not rounded: a 12.5 Mbit/s link said to be 12 would skew
+// the leader's shares against it), at least 1 kbit/s.
 std::string mbit(double bytes_per_second) {
-  return std::to_string(std::max(1.0, std::floor(bytes_per_second * 8 / 1e6)));
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", std::max(0.001, bytes_per_second * 8 / 1e6));
+  return text;
 }
 
 // A timed action of the run.
 struct Action {
   Duration at{0};
-  enum class Kind { kKill, kStart, kLinkDown, kLinkUp, kSetLink } kind = Kind::kKill;
+  enum class Kind { kKill, kStart, kLinkDown, kLinkUp, kSetLink, kLeave } kind = Kind::kKill;
   std::string target;
   LinkSpec link;  // kSetLink
 };
@@ -107,6 +114,16 @@ Result<std::vector<Action>> timeline(const Scenario& s, const std::vector<HostRe
             t += f.length;
             if (t >= s.duration) break;
             actions.push_back({t, Action::Kind::kStart, name});
+          }
+        }
+        break;
+      }
+      case Fault::Kind::kAlternate: {
+        auto g = std::find_if(s.groups.begin(), s.groups.end(), [&](const PeerGroup& x) { return x.name == f.target; });
+        if (g == s.groups.end()) return error(Code::kInvalidArgument, s.source + ": faults: no group '" + f.target + "'");
+        for (size_t i = 0; i < g->count; ++i) {
+          for (const auto& [at, on] : alternation(f, i, s.duration)) {
+            actions.push_back({at, on ? Action::Kind::kStart : Action::Kind::kLeave, g->name + "-" + std::to_string(i)});
           }
         }
         break;
@@ -251,7 +268,7 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
     if (g.role == PeerRole::kAux) {
       argv = {tools + "/dedloc-avg/dedloc-avg", "--plaintext", "aux", "--run", recipe->run_id, "--initial-peers", *bootstrap,
               "--bandwidth", bandwidth, "--target-group-size", std::to_string(recipe->group_size),
-              "--matchmaking-time", std::to_string(recipe->matchmaking_time)};
+              "--matchmaking-time", std::to_string(recipe->matchmaking_time), "--shares", recipe->shares};
       if (client) argv.push_back("--client-mode");
       else argv.insert(argv.end(), {"--listen", endpoint(h, kAuxPort)});
     } else {
@@ -300,14 +317,15 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
       const size_t h = host_named(a.target);
       switch (a.kind) {
         case Action::Kind::kKill: processes.kill(run.hosts[h].process); break;
+        case Action::Kind::kLeave: processes.interrupt(run.hosts[h].process); break;
         case Action::Kind::kStart: (void)processes.start(run.hosts[h].process); break;
         case Action::Kind::kLinkDown: emulator.set_link_up(h, false); break;
         case Action::Kind::kLinkUp: emulator.set_link_up(h, true); break;
         case Action::Kind::kSetLink: emulator.set_link(h, host_link(a.link)); break;
       }
-      say(std::string(a.kind == Action::Kind::kKill ? "SIGKILL " : a.kind == Action::Kind::kStart ? "start " :
-                      a.kind == Action::Kind::kLinkDown ? "link down " : a.kind == Action::Kind::kSetLink ? "new link " :
-                      "link up ") + a.target);
+      say(std::string(a.kind == Action::Kind::kKill ? "SIGKILL " : a.kind == Action::Kind::kLeave ? "SIGINT " :
+                      a.kind == Action::Kind::kStart ? "start " : a.kind == Action::Kind::kLinkDown ? "link down " :
+                      a.kind == Action::Kind::kSetLink ? "new link " : "link up ") + a.target);
     }
     if (now >= next_report) {
       next_report += std::chrono::seconds(30);

@@ -173,4 +173,14 @@ Result<std::vector<std::uint64_t>> plan_group_shares(std::span<const GroupMember
   return round_shares(members, solution->weights, vector_length);
 }
 
+Result<std::vector<std::uint64_t>> equal_group_shares(std::span<const GroupMember> members,
+                                                      std::uint64_t vector_length) {
+  DEDLOC_RETURN_IF_ERROR(check_members(members));
+  double reducers = 0;
+  for (const auto& m : members) reducers += m.role != MemberRole::kClient ? 1 : 0;
+  std::vector<double> weights;
+  for (const auto& m : members) weights.push_back(m.role != MemberRole::kClient ? 1 / reducers : 0.0);
+  return round_shares(members, weights, vector_length);
+}
+
 }  // namespace dedloc::plan

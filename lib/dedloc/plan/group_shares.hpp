@@ -79,4 +79,10 @@ struct GroupProgramSolution {
 [[nodiscard]] Result<std::vector<std::uint64_t>> plan_group_shares(std::span<const GroupMember> members,
                                                                    std::uint64_t vector_length);
 
+// The naive split the planner is measured against (averaging.shares: equal, docs/recipes.md): every member
+// that can reduce (node or aux) gets the same share whatever its bandwidth, clients none; rounded as
+// round_shares does. The same errors as plan_group_shares (the members are checked alike).
+[[nodiscard]] Result<std::vector<std::uint64_t>> equal_group_shares(std::span<const GroupMember> members,
+                                                                    std::uint64_t vector_length);
+
 }  // namespace dedloc::plan

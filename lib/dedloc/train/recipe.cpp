@@ -68,6 +68,12 @@ Result<Recipe> Recipe::load(const std::string& path) {
   averaging.read("reducer_timeout", a.reducer_timeout);
   averaging.read("codec", codec);
   averaging.read("bandwidth_mbit", a.bandwidth_mbit);
+  std::string shares = "planned";
+  averaging.read("shares", shares);
+  if (shares != "planned" && shares != "equal") {
+    return invalid(averaging, "shares: '" + shares + "' is not planned or equal");
+  }
+  a.equal_shares = shares == "equal";
   if (averaging.has("centered_clip")) {
     ConfigReader clip = averaging.section("centered_clip");
     avg::CenteredClipOptions options;

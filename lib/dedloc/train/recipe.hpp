@@ -58,6 +58,9 @@ struct AveragingRecipe {
   // This peer's bandwidth each way, for the leader's shares: a home link by default, slower than the
   // averaging default (avg::kDefaultBandwidth), which is what an aux server lends.
   double bandwidth_mbit = 100;
+  // averaging.shares: how a group this peer leads splits the vector. planned (the default): the planner's
+  // shares over the members' bandwidths; equal: the same share for every reducer, the naive split.
+  bool equal_shares = false;
   // averaging.centered_clip: {tau, iterations}: robust aggregation of the parts this peer reduces
   // (avg/centered_clip.hpp); absent: the plain weighted mean.
   std::optional<avg::CenteredClipOptions> centered_clip;

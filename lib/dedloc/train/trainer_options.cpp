@@ -20,6 +20,7 @@ Result<TrainerOptions> trainer_options(const Recipe& recipe, const TrainerOverri
   a.listen = o.avg_listen;
   if (!o.client_mode) a.announce = o.avg_announce;
   a.bandwidth = (o.bandwidth_mbit > 0 ? o.bandwidth_mbit : r.bandwidth_mbit) * 1e6 / 8;
+  a.equal_shares = r.equal_shares;
   a.target_group_size = r.target_group_size;
   a.min_group_size = r.min_group_size;
   a.matchmaking_time = from_seconds(r.matchmaking_time);

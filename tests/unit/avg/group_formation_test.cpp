@@ -230,6 +230,33 @@ TEST_CASE("Group formation: a group forms as soon as it is full, with everyone's
   CHECK(p.formation.group_size() == 1);
 }
 
+TEST_CASE("Group formation: a leader with equal_shares splits equally whatever the bandwidths, else it plans",
+          "[unit][avg][matchmaking]") {
+  auto counts = [](bool equal) {
+    auto search = search_for(4);
+    search.bandwidth = 125e6;  // the leader at 1 Gbit/s, its followers at 200, 100 and 50 Mbit/s
+    search.equal_shares = equal;
+    Peer p(search);
+    std::vector<std::pair<crypto::PeerId, double>> members{{p.self, 125e6}};
+    for (double rate : {25e6, 12.5e6, 6.25e6}) {
+      auto join = join_as();
+      join.bandwidth = rate;
+      const auto who = p.other();
+      REQUIRE_FALSE(p.formation.on_join(who, join));
+      members.push_back({who, rate});
+    }
+    auto assembly = p.assemble();
+    REQUIRE(assembly.group.is_ok());
+    std::vector<std::uint64_t> by_bandwidth;  // fastest first
+    for (const auto& [id, rate] : members) by_bandwidth.push_back(assembly.group->begin().counts[*assembly.group->index_of(id)]);
+    return by_bandwidth;
+  };
+  CHECK(counts(true) == std::vector<std::uint64_t>{25000, 25000, 25000, 25000});
+  const auto planned = counts(false);
+  CHECK(planned[0] > planned[1]);
+  CHECK(planned[3] < 25000);
+}
+
 TEST_CASE("Group formation: the members' order is the shuffle's, the same for the same seed",
           "[unit][avg][matchmaking]") {
   auto order = [](std::uint64_t seed) {

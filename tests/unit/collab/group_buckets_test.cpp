@@ -109,7 +109,7 @@ TEST_CASE("Group buckets: an aux peer takes a bucket and counts only the trainer
   CHECK(aux.expected == there);
 }
 
-TEST_CASE("Group buckets: a peer whose epoch stopped (it died; its record lingers) leads no bucket", "[unit][collab]") {
+TEST_CASE("Group buckets: a peer whose epoch stopped (it died, its record lingers) leads no bucket", "[unit][collab]") {
   // The lab's churn run: a bucket whose only leader had been SIGKILLed, its record still listed, and the
   // 7 volunteers put there found nobody looking.
   auto all = swarm(16, 40);

@@ -35,7 +35,9 @@ faults:
 }  // namespace
 
 TEST_CASE("Lab scenarios: the shipped scenarios load", "[lab]") {
-  for (const char* name : {"home-volunteers", "four-peers", "volunteers-churn", "volunteers-steady", "volunteers-16"}) {
+  for (const char* name : {"home-volunteers", "four-peers", "volunteers-churn", "volunteers-steady", "volunteers-16",
+                           "paper-albert-fast", "paper-albert-naive", "paper-albert-balanced", "paper-albert-aux",
+                           "paper-albert-parttime", "paper-albert-delayed", "paper-albert-parttime-adaptive"}) {
     auto s = load_scenario(test::source_path(std::string("bench/lab/scenarios/") + name + ".yaml"));
     INFO(name << ": " << s.status().to_string());
     REQUIRE(s.is_ok());
@@ -81,7 +83,10 @@ TEST_CASE("Lab scenarios: mistakes name their key and file", "[lab]") {
            {"role: client,", "role: boss,", "'boss'"},
            {"relays: 1", "relays: 0", "relay"},
            {"warmup: 20s", "warmup: 90s", "warmup"},
-           {"{at: 30s, kill: home-1}", "{at: 30s}", "kill, start, link_down, mtbf or set_link"},
+           {"{at: 30s, kill: home-1}", "{at: 30s}", "kill, start, link_down, mtbf, set_link or alternate"},
+           {"{at: 30s, kill: home-1}", "{alternate: home, on: 20s}", "off"},
+           {"{at: 30s, kill: home-1}", "{alternate: home, on: 0s, off: 10s}", "on: how long"},
+           {"{at: 30s, kill: home-1}", "{alternate: home, on: 10s, off: 10s, stager: 5s}", "stager"},
            {"name: home,", "name: node,", "used twice"},
            {"join_at: 25s", "join_at: 60s", "join_at"},
            {"join_at: 25s", "join_at: soon", "join_at"},
@@ -131,4 +136,33 @@ TEST_CASE("Lab scenarios: a link that changes mid-run, for a group or one peer",
     CHECK_THAT(loaded.status().message(), Catch::Contains(bad.expect));
     CHECK_THAT(loaded.status().message(), Catch::Contains(path));
   }
+}
+
+TEST_CASE("Lab scenarios: part-time peers alternate on and off, each a stagger further along its cycle", "[lab]") {
+  std::string text = kValid;
+  text += "  - {alternate: home, at: 10s, on: 60s, off: 40s, stagger: 30s}\n";
+  auto s = load_scenario(write_scenario("alternate", text));
+  INFO(s.status().to_string());
+  REQUIRE(s.is_ok());
+  REQUIRE(s->faults.size() == 4);
+  const Fault& f = s->faults[3];
+  CHECK(f.kind == Fault::Kind::kAlternate);
+  CHECK(f.target == "home");
+  CHECK(f.at == std::chrono::seconds(10));
+  CHECK(f.on == std::chrono::seconds(60));
+  CHECK(f.off == std::chrono::seconds(40));
+  CHECK(f.stagger == std::chrono::seconds(30));
+
+  using std::chrono::seconds;
+  using Changes = std::vector<std::pair<Duration, bool>>;
+  // Peer 0 starts its cycle at 10 s: off at 70, on at 110, off at 170, on at 210, off at 270 (< 300).
+  CHECK(alternation(f, 0, seconds(300)) ==
+        Changes{{seconds(70), false}, {seconds(110), true}, {seconds(170), false}, {seconds(210), true}, {seconds(270), false}});
+  // Peer 1 is 30 s along: off at 40 (after the 30 s left of its on part), on at 80.
+  CHECK(alternation(f, 1, seconds(100)) == Changes{{seconds(40), false}, {seconds(80), true}});
+  // Peer 2 is 60 s along, at the start of its off part: it leaves at `at` and is back 40 s later.
+  CHECK(alternation(f, 2, seconds(120)) == Changes{{seconds(10), false}, {seconds(50), true}, {seconds(110), false}});
+  // Peer 4 is 120 s along: 20 s into the next cycle (the stagger wraps around on + off).
+  CHECK(alternation(f, 4, seconds(60)) == Changes{{seconds(50), false}});
+  CHECK(alternation(f, 0, seconds(10)).empty());
 }

@@ -142,3 +142,30 @@ TEST_CASE("rounding gives leftover elements by remainder, then bandwidth, then i
   auto five = round_shares(members, std::vector<double>{1.0 / 3, 1.0 / 3, 1.0 / 3}, 5);
   CHECK(five == std::vector<std::uint64_t>{1, 2, 2});
 }
+
+TEST_CASE("equal shares ignore bandwidth, give clients nothing, and check the members alike", "[plan][group]") {
+  // The paper's heterogeneous group (4 × 200, 8 × 100, 4 × 50 Mbit/s) plus a client and an aux peer.
+  std::vector<GroupMember> members;
+  for (int i = 0; i < 16; ++i) members.push_back({"m" + std::to_string(i), (i < 4 ? 200 : i < 12 ? 100 : 50) * 1e6 / 8, MemberRole::kNode});
+  members.push_back({"client", 12.5e6, MemberRole::kClient});
+  members.push_back({"aux", 125e6, MemberRole::kAux});
+  auto equal = equal_group_shares(members, 1700003);
+  REQUIRE(equal);
+  CHECK(std::accumulate(equal->begin(), equal->end(), std::uint64_t{0}) == 1700003);
+  CHECK((*equal)[16] == 0);
+  std::vector<std::uint64_t> reducing(equal->begin(), equal->end());
+  reducing.erase(reducing.begin() + 16);
+  auto [lo, hi] = std::minmax_element(reducing.begin(), reducing.end());
+  CHECK(*lo == 1700003 / 17);
+  CHECK(*hi - *lo <= 1);
+  // The planner's shares for the same group differ: the slow members reduce less than the fast ones.
+  auto planned = plan_group_shares(members, 1700003);
+  REQUIRE(planned);
+  CHECK((*planned)[15] < (*planned)[0]);
+  CHECK(*planned != *equal);
+
+  auto no_bandwidth = equal_group_shares(std::vector<GroupMember>{{"n", 0, MemberRole::kNode}, {"m", 1e6, MemberRole::kNode}}, 10);
+  REQUIRE_FALSE(no_bandwidth);
+  CHECK_THAT(no_bandwidth.status().message(), Catch::Contains("'n'"));
+  CHECK_FALSE(equal_group_shares(std::vector<GroupMember>{{"c1", 1e6, MemberRole::kClient}, {"c2", 1e6, MemberRole::kClient}}, 10));
+}
