@@ -78,8 +78,8 @@ GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, c
   buckets = std::max<size_t>(1, std::min(buckets, leaders));
   if (buckets == 1) return bucket;
 
-  // Leaders first (which buckets hold one decides where clients may go), each group in an order drawn
-  // from the round, every peer taking its heaviest bucket that is not yet full. Every peer computes the
+  // Those that can lead first (which buckets hold one decides where clients may go), then the clients,
+  // each kind in an order drawn from the round, every peer taking its heaviest bucket not yet full. Every peer computes the
   // whole assignment from its view; views that differ by a peer or two agree on almost all of it.
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
