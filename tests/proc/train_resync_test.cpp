@@ -64,9 +64,18 @@ TEST_CASE("Resync: a peer whose parameters leave the majority's downloads theirs
     CHECK(t["params_hash"] == s["params_hash"]);
   }
   CHECK(together.size() >= 3);
+  // At most one download each, at the start: a float32 peer that comes to its first round after the other
+  // two stepped loads the state instead of stepping alone (Trainer::handle_late_round), possibly the fp16
+  // peer's, and the other then follows that majority once. After that they never leave each other.
   for (auto* p : {&*a, &*b}) {
-    INFO(p->name() << ": " << p->find("loaded_state").value_or(nlohmann::json()).dump());
-    CHECK_FALSE(p->find("loaded_state").has_value());
+    size_t downloads = 0;
+    for (const auto& e : p->events()) {
+      if (e.value("event", "") != "loaded_state") continue;
+      INFO(p->name() << ": " << e.dump());
+      ++downloads;
+      CHECK(e["epoch"].get<std::uint64_t>() <= 2);
+    }
+    CHECK(downloads <= 1);
   }
 
   // The fp16 peer resynced, to the majority's parameters, and gave up after a few at most.
