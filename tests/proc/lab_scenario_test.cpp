@@ -5,23 +5,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dedloc/lab/lab_network.hpp"
-#include "support/process.hpp"
-#include "support/skip.hpp"
-#include "support/test_paths.hpp"
+#include "support/lab_scenario.hpp"
 
 using namespace dedloc;
 
 TEST_CASE("Lab scenario: peers behind NAT train with public peers through a relay, 300 ms apart", "[proc][lab]") {
-  if (auto probe = lab::LabNetwork::create(1); !probe) {
-    test::skip_test("the lab cannot run here: " + probe.status().to_string());
-  }
-  auto run = test::run_command("'" + test::binary_path("tools/dedloc-lab/dedloc-lab") + "' run '" +
-                               test::source_path("bench/lab/scenarios/long-paths.yaml") + "' --duration 45s --json 2>&1");
+  auto run = test::run_lab_scenario("long-paths.yaml", "--duration 45s");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
-  const std::string last = run.output.substr(run.output.rfind("\n{") + 1);
-  const auto report = nlohmann::json::parse(last);
+  REQUIRE(run.report.is_object());
+  const auto& report = run.report;
   CHECK(report["global_steps"].get<int>() >= 1);
   CHECK(report["averaged_fraction"].get<double>() > 0.5);
   CHECK(report["samples_per_s"].get<double>() > 0);
@@ -36,14 +29,11 @@ TEST_CASE("Lab scenario: peers behind NAT train with public peers through a rela
 // goals recorded in bench/lab/README.md (there: 90% of steps averaged), because the suite runs this beside
 // other tests on two cores.
 TEST_CASE("Lab scenario: 16 volunteers come and go, a wave joins, a relay dies, and the swarm keeps averaging", "[proc][lab]") {
-  if (auto probe = lab::LabNetwork::create(1); !probe) {
-    test::skip_test("the lab cannot run here: " + probe.status().to_string());
-  }
-  auto run = test::run_command("'" + test::binary_path("tools/dedloc-lab/dedloc-lab") + "' run '" +
-                               test::source_path("bench/lab/scenarios/volunteers-16.yaml") + "' --json 2>&1");
+  auto run = test::run_lab_scenario("volunteers-16.yaml");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
-  const auto report = nlohmann::json::parse(run.output.substr(run.output.rfind("\n{") + 1));
+  REQUIRE(run.report.is_object());
+  const auto& report = run.report;
   CHECK(report["global_steps"].get<int>() >= 5);
   CHECK(report["averaged_fraction"].get<double>() >= 0.75);
   CHECK(report["nonfinite_losses"].get<int>() == 0);

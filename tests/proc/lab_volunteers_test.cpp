@@ -8,24 +8,16 @@
 //   ctest --test-dir build -L slow
 #include <catch2/catch.hpp>
 
-#include <nlohmann/json.hpp>
-
-#include "dedloc/lab/lab_network.hpp"
-#include "support/process.hpp"
-#include "support/skip.hpp"
-#include "support/test_paths.hpp"
+#include "support/lab_scenario.hpp"
 
 using namespace dedloc;
 
 TEST_CASE("Lab scenario: 64 volunteers with churn, a wave of 16 joiners and a dead relay, for five minutes", "[slow][lab]") {
-  if (auto probe = lab::LabNetwork::create(1); !probe) {
-    test::skip_test("the lab cannot run here: " + probe.status().to_string());
-  }
-  auto run = test::run_command("'" + test::binary_path("tools/dedloc-lab/dedloc-lab") + "' run '" +
-                               test::source_path("bench/lab/scenarios/volunteers-churn.yaml") + "' --json 2>&1");
+  auto run = test::run_lab_scenario("volunteers-churn.yaml");
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
-  const auto report = nlohmann::json::parse(run.output.substr(run.output.rfind("\n{") + 1));
+  REQUIRE(run.report.is_object());
+  const auto& report = run.report;
   CHECK(report["global_steps"].get<int>() >= 20);
   CHECK(report["averaged_fraction"].get<double>() >= 0.6);
   CHECK(report["nonfinite_losses"].get<int>() == 0);

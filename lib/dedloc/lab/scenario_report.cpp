@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "dedloc/net/peer_address.hpp"
+
 namespace dedloc::lab {
 
 namespace {
@@ -23,10 +25,11 @@ bool is_step(const std::string& event) {
   return event == "averaged" || event == "alone" || event == "local" || event == "skipped";
 }
 
-// The peer id a dedloc address ends with (".../p/<id>"); the whole address when it names none.
+// The peer id a donor's address names (net::PeerAddress: "/p/<id>", or the key of an encrypted endpoint);
+// the whole address when it names none.
 std::string peer_of(const std::string& address) {
-  const size_t p = address.rfind("/p/");
-  return p == std::string::npos ? address : address.substr(p + 3);
+  auto parsed = net::PeerAddress::parse(address);
+  return parsed && parsed->peer_id ? parsed->peer_id->to_string() : address;
 }
 
 // How downloads spread over donors: how many, from how many donors, the most any one served, and the
