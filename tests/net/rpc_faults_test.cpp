@@ -22,12 +22,25 @@ using namespace std::chrono_literals;
 namespace {
 
 // An endpoint where nothing listens: bind port 0, read the port, close.
-std::string dead_endpoint(zmq::context_t& context) {
-  zmq::socket_t probe(context, zmq::socket_type::router);
-  probe.set(zmq::sockopt::linger, 0);
-  probe.bind("tcp://127.0.0.1:0");
-  return probe.get(zmq::sockopt::last_endpoint);
-}
+// A port where nobody listens (connections are refused), held for the test: a socket bound to it without
+// listen(). A port merely closed again could be taken by a server of another test running beside this
+// one, which would answer the ping.
+struct DeadPort {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  std::string endpoint;
+  DeadPort() {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+    socklen_t length = sizeof(address);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    endpoint = "tcp://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  }
+  ~DeadPort() { ::close(fd); }
+  DeadPort(const DeadPort&) = delete;
+  DeadPort& operator=(const DeadPort&) = delete;
+};
 
 // A TCP port that accepts connections (the kernel completes them) but never speaks ZeroMQ: what is sent to
 // it stays queued in ZeroMQ, waiting for a handshake that never comes. Unlike a closed port (dead_endpoint),
@@ -104,7 +117,8 @@ double elapsed_ms(TimePoint start) {
 TEST_CASE("A request to a dead peer times out within its deadline (+10%)", "[net][rpc][faults]") {
   zmq::context_t context;
   Client client(context, {});
-  std::string endpoint = dead_endpoint(context);
+  DeadPort dead;
+  const std::string& endpoint = dead.endpoint;
   auto start = std::chrono::steady_clock::now();
   auto reply = client.call(endpoint, Outgoing::of(wire::Ping{1}), Deadline::after(500ms)).wait();
   double ms = elapsed_ms(start);
@@ -287,7 +301,8 @@ TEST_CASE("A handler that throws gets an internal error reply and the server goe
 TEST_CASE("Destroying a client cancels its calls at once and stopping a server never waits on peers",
           "[net][rpc][faults]") {
   zmq::context_t context;
-  std::string endpoint = dead_endpoint(context);
+  DeadPort dead;
+  const std::string& endpoint = dead.endpoint;
   std::optional<PendingCall> pending;
   {
     Client client(context, {});
