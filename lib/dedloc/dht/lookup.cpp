@@ -66,9 +66,16 @@ std::vector<PeerId> Lookup::stall_overdue(TimePoint now) {
   for (auto& [distance, candidate] : candidates_) {
     if (candidate.state == State::kInFlight && now - candidate.asked_at >= stall) {
       candidate.state = State::kStalled;
+      candidate.waited_for = true;
       --in_flight_;
       ++stalled_;
+      ++waited_stalled_;
       out.push_back(candidate.contact.id);
+    }
+    if (candidate.state == State::kStalled && candidate.waited_for && answered_ > 0 &&
+        now - candidate.asked_at >= 2 * stall) {
+      candidate.waited_for = false;
+      --waited_stalled_;
     }
   }
   return out;
@@ -80,6 +87,9 @@ TimePoint Lookup::next_stall() const {
   if (stall <= Duration::zero()) return next;
   for (const auto& [distance, candidate] : candidates_) {
     if (candidate.state == State::kInFlight) next = std::min(next, candidate.asked_at + stall);
+    if (candidate.state == State::kStalled && candidate.waited_for && answered_ > 0) {
+      next = std::min(next, candidate.asked_at + 2 * stall);
+    }
   }
   return next;
 }
@@ -89,6 +99,8 @@ bool Lookup::settle(Candidate& candidate, State to) {
     --in_flight_;
   } else if (candidate.state == State::kStalled) {
     --stalled_;
+    if (candidate.waited_for) --waited_stalled_;
+    candidate.waited_for = false;
   } else {
     return false;  // never asked, or already settled: ignore
   }
@@ -120,14 +132,14 @@ bool Lookup::done() const {
   for (const auto& [distance, candidate] : candidates_) {
     if (live_seen >= options_.k) break;
     if (candidate.state == State::kFailed) continue;
-    if (candidate.state == State::kStalled &&
-        (!options_.wait_for_nearest || suspects_.contains(candidate.contact.id))) {
-      continue;
-    }
+    // waited_for: stalled, not a suspect and not given up.
+    if (candidate.state == State::kStalled && (!options_.wait_for_nearest || !candidate.waited_for)) continue;
     ++live_seen;
     if (candidate.state != State::kAnswered) return false;
   }
-  return stalled_ == 0 || answered_ >= options_.k;
+  // Fewer than k answered: stalled queries are waited for, unless some node answered and they are
+  // suspects or were given up (stall_overdue).
+  return stalled_ == 0 || answered_ >= options_.k || (answered_ > 0 && waited_stalled_ == 0);
 }
 
 std::vector<Contact> Lookup::nearest_answered(size_t count) const {

@@ -14,8 +14,11 @@
 // recently) is asked as if already stalled: never waited for, so responsive nodes decide when the lookup
 // ends. Stalled queries are only waited for when fewer than `k` nodes have answered: then they may be all
 // there is (a small swarm, or an overloaded one where every answer is slow), or, in a value lookup
-// (wait_for_nearest), when they are among the k nearest and not suspects. Time is an input (`now`), never
-// read here; each RPC's deadline is the caller's business, and a failure is just another input.
+// (wait_for_nearest), when they are among the k nearest and not suspects. Even then, once some node has
+// answered, a suspect is not waited for, and a stalled query is given up a second stall time after it
+// stalled: in a swarm smaller than `k` a node that just died would otherwise cost every lookup its RPC
+// deadline until all routing tables dropped it. Time is an input (`now`), never read here; each RPC's
+// deadline is the caller's business, and a failure is just another input.
 #pragma once
 
 #include <cstddef>
@@ -40,9 +43,10 @@ struct LookupOptions {
   Duration min_stall_after = Duration::zero();
   double stall_multiple = 4;  // of the slowest answer so far
   // A value lookup: a stalled query to one of the k nearest candidates (not a suspect) still holds the
-  // lookup open until it answers or fails. The nearest nodes are where the value is stored, and a holder
-  // that is merely slow (loaded, far) must not be passed over for farther nodes that answer fast; a dead
-  // one costs its RPC deadline once, and is a suspect afterwards.
+  // lookup open until it answers, fails or is given up (a second stall time, once some node answered). The
+  // nearest nodes are where the value is stored, and a holder that is merely slow (loaded, far) must not be
+  // passed over at once for farther nodes that answer fast; a dead one costs two stall times once, and is
+  // a suspect afterwards.
   bool wait_for_nearest = false;
 };
 
@@ -55,9 +59,11 @@ class Lookup {
   // none is left.
   std::vector<Contact> next_queries(TimePoint now = {});
   // Stalls the queries asked a stall time or more before `now` (their slots go to the next candidates) and
-  // returns who they went to: slow or gone, worth not waiting for in other lookups either.
+  // returns who they went to: slow or gone, worth not waiting for in other lookups either. Gives up (no
+  // longer waits for) stalled queries asked two stall times before `now`, once some node has answered.
   std::vector<PeerId> stall_overdue(TimePoint now);
-  // When the next query in flight stalls (call stall_overdue then); TimePoint::max() when none can.
+  // When the next query in flight stalls, or the next stalled one is given up (call stall_overdue then);
+  // TimePoint::max() when none can.
   TimePoint next_stall() const;
   // How long a query is waited for now (zero: for ever).
   Duration stall_time() const;
@@ -85,6 +91,7 @@ class Lookup {
     Contact contact;
     State state = State::kFresh;
     TimePoint asked_at{};
+    bool waited_for = false;  // kStalled: still counted in waited_stalled_ (not a suspect, not given up)
   };
   // Leaves the in-flight or stalled state for `to` (counters kept); false when it was in neither.
   bool settle(Candidate& candidate, State to);
@@ -98,6 +105,7 @@ class Lookup {
   std::optional<Duration> slowest_answer_;
   size_t in_flight_ = 0;
   size_t stalled_ = 0;
+  size_t waited_stalled_ = 0;  // stalled queries the lookup still waits for, when fewer than k answered
   size_t answered_ = 0;
   bool finished_ = false;
 };

@@ -365,11 +365,12 @@ TEST_CASE("A query unanswered past stall_after gives its slot away and is not wa
   CHECK(lookup.done());
 }
 
-TEST_CASE("Stalled queries are waited for while fewer than k nodes have answered", "[unit][dht]") {
+TEST_CASE("Stalled queries are waited for a second stall time while fewer than k nodes have answered", "[unit][dht]") {
   std::mt19937_64 rng(10);
   ManualClock clock;
   PeerId target = random_id(rng), self = at_distance(target, 0, 0x80);
   PeerId a = at_distance(target, 1), b = at_distance(target, 2);
+  const TimePoint asked = clock.now();
   Lookup lookup(target, self, {contact(a), contact(b)}, {.k = 3, .alpha = 2, .stall_after = 500ms});
   REQUIRE(lookup.next_queries(clock.now()).size() == 2);
   clock.advance(5ms);
@@ -377,10 +378,10 @@ TEST_CASE("Stalled queries are waited for while fewer than k nodes have answered
   clock.advance(500ms);
   CHECK(lookup.stall_overdue(clock.now()) == std::vector<PeerId>{a});
   // Nobody left to ask, one answer of three wanted: the slow node may be all there is (a small or an
-  // overloaded swarm), so the lookup still waits for it.
+  // overloaded swarm), so the lookup still waits for it, for one more stall time.
   CHECK(lookup.next_queries(clock.now()).empty());
   CHECK_FALSE(lookup.done());
-  CHECK(lookup.next_stall() == TimePoint::max());  // nothing more to stall: wait for an answer or a failure
+  CHECK(lookup.next_stall() == asked + 1000ms);
   lookup.on_answer(a, {});
   CHECK(lookup.done());
   CHECK(ids_of(lookup.nearest_answered(3)) == std::vector<PeerId>{a, b});
@@ -394,6 +395,48 @@ TEST_CASE("Stalled queries are waited for while fewer than k nodes have answered
   CHECK_FALSE(failing.done());
   failing.on_failure(a);
   CHECK(failing.done());
+
+  // Silent past the second stall time: given up, so a swarm smaller than k does not pay a dead node's RPC
+  // deadline on every lookup. Not returned again: it was reported when it stalled.
+  const TimePoint asked_dead = clock.now();
+  Lookup dead(target, self, {contact(a), contact(b)}, {.k = 3, .alpha = 2, .stall_after = 500ms});
+  REQUIRE(dead.next_queries(clock.now()).size() == 2);
+  dead.on_answer(b, {});
+  clock.advance(500ms);
+  REQUIRE(dead.stall_overdue(clock.now()).size() == 1);
+  clock.advance(499ms);
+  CHECK(dead.stall_overdue(clock.now()).empty());
+  CHECK_FALSE(dead.done());
+  clock.advance(1ms);
+  CHECK(dead.next_stall() == asked_dead + 1000ms);
+  CHECK(dead.stall_overdue(clock.now()).empty());
+  CHECK(dead.done());
+  CHECK(dead.next_stall() == TimePoint::max());
+  CHECK(ids_of(dead.nearest_answered(3)) == std::vector<PeerId>{b});
+
+  // With no answer at all, nothing is given up: the stalled ones are all there is.
+  Lookup silent(target, self, {contact(a), contact(b)}, {.k = 3, .alpha = 2, .stall_after = 500ms});
+  REQUIRE(silent.next_queries(clock.now()).size() == 2);
+  clock.advance(500ms);
+  REQUIRE(silent.stall_overdue(clock.now()).size() == 2);
+  clock.advance(10s);
+  CHECK(silent.stall_overdue(clock.now()).empty());
+  CHECK_FALSE(silent.done());
+  CHECK(silent.next_stall() == TimePoint::max());  // wait for an answer or a failure
+}
+
+TEST_CASE("A suspect is not waited for once some node answered, even with fewer than k answers", "[unit][dht]") {
+  std::mt19937_64 rng(14);
+  ManualClock clock;
+  PeerId target = random_id(rng), self = at_distance(target, 0, 0x80);
+  PeerId suspect = at_distance(target, 1), b = at_distance(target, 2);
+  Lookup lookup(target, self, {contact(suspect), contact(b)}, {.k = 5, .alpha = 2, .stall_after = 500ms});
+  lookup.suspect(suspect);
+  REQUIRE(lookup.next_queries(clock.now()).size() == 2);
+  CHECK_FALSE(lookup.done());  // no answer yet: the suspect may be all there is
+  clock.advance(3ms);
+  lookup.on_answer(b, {});
+  CHECK(lookup.done());
 }
 
 TEST_CASE("A value lookup waits for a stalled query among its k nearest, but not for a suspect", "[unit][dht]") {
@@ -433,6 +476,22 @@ TEST_CASE("A value lookup waits for a stalled query among its k nearest, but not
   CHECK_FALSE(dead_holder.done());
   dead_holder.on_failure(d(10));
   CHECK(dead_holder.done());
+
+  // ... and so does a second stall time of silence.
+  Lookup silent_holder(target, self, seeds, options);
+  REQUIRE(silent_holder.next_queries(clock.now()).size() == 2);
+  clock.advance(500ms);
+  REQUIRE(silent_holder.stall_overdue(clock.now()).size() == 2);
+  REQUIRE(silent_holder.next_queries(clock.now()).size() == 2);
+  silent_holder.on_answer(d(20), {});
+  silent_holder.on_answer(d(30), {});
+  silent_holder.on_answer(d(40), {});
+  clock.advance(499ms);
+  silent_holder.stall_overdue(clock.now());
+  CHECK_FALSE(silent_holder.done());
+  clock.advance(1ms);
+  silent_holder.stall_overdue(clock.now());
+  CHECK(silent_holder.done());
 
   // A node that failed before (a suspect) is asked, but a value lookup does not wait for it either.
   Lookup with_suspect(target, self, seeds, options);
