@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
                "micro-batches, the swarm averages gradients when it has gathered the recipe's global batch, and "
                "every peer applies the same step: large-batch SGD over everyone's hardware.",
                "dedloc-train"};
+  app.footer("SIGINT/SIGTERM: leave after the step this peer's group waits for, if its group for it formed "
+             "(exit 130); a second signal leaves at once (docs/recipes.md).");
   // Its settings come from --recipe and flags: no --config or --print-config.
   cli::add_common_flags(app, common, cli::HonouredFlags::peer() | cli::HonouredFlags{.json = true});
   app.add_option("--recipe", options.recipe, "the run's recipe: recipes/NAME.yaml (docs/recipes.md)")->required();

@@ -214,7 +214,8 @@ int run_session(const cli::CommonFlags& common, const SessionOptions& o) {
                     << ", global batch " << recipe->training.target_batch_size << ", micro-batch "
                     << task_context.micro_batch_size << " on " << o.device;
 
-  auto report = trainer->run([] { return cli::shutdown_requested(); });
+  // The first signal finishes the round our group waits for, a second one leaves at once.
+  auto report = trainer->run([] { return cli::shutdown_requested(); }, [] { return cli::shutdown_urgent(); });
   if (!report) return cli::report_failure(kTool, report.status());
   nlohmann::json summary = {{"event", "exit"},
                             {"epoch", report->epoch},

@@ -49,9 +49,11 @@ Averager::~Averager() {
   // still holds then see their requests time out, as they would with any peer that left.
   server_->stop();
   // Then the background work (a prepared search, a withdrawn round), which uses both: told to end now,
-  // it returns within milliseconds, or at the deadline of a join request already sent.
+  // with our requests in flight failed, it returns within milliseconds.
   matchmaker_->stop();
   all_reduce_->stop();
+  // A search ahead may wait on a leader's answer to our join request: failed now, not at its deadline.
+  client_->cancel_pending();
   prepared_.reset();
   if (withdrawn_.valid()) withdrawn_.wait();
   matchmaker_.reset();
@@ -63,6 +65,31 @@ void Averager::interrupt() {
   matchmaker_->stop();
   all_reduce_->stop();
   client_->cancel_pending();
+}
+
+// Counts an all-reduce as running for its lifetime (see all_reduces_).
+class Averager::AllReduceRunning {
+ public:
+  explicit AllReduceRunning(Averager& averager) : averager_(averager) {
+    std::lock_guard lock(averager_.all_reduces_mutex_);
+    ++averager_.all_reduces_;
+  }
+  ~AllReduceRunning() {
+    std::lock_guard lock(averager_.all_reduces_mutex_);
+    --averager_.all_reduces_;
+  }
+  AllReduceRunning(const AllReduceRunning&) = delete;
+  AllReduceRunning& operator=(const AllReduceRunning&) = delete;
+
+ private:
+  Averager& averager_;
+};
+
+void Averager::stop_matchmaking() {
+  std::lock_guard lock(all_reduces_mutex_);
+  matchmaker_->stop();
+  // A round that starts after this sends its parts after the cancel, which does not touch later calls.
+  if (all_reduces_ == 0) client_->cancel_pending();
 }
 
 void Averager::set_matchmaking_times(Duration matchmaking_time, Duration grace) {
@@ -119,6 +146,7 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
   const Deadline deadline = Deadline::after(options_.averaging_timeout);
   AllReduceOptions all_reduce = options_.all_reduce;
   if (answer) all_reduce.answer = *answer;
+  AllReduceRunning running(*this);
   auto result = all_reduce_->run(**group, vector, weight, all_reduce, deadline);
   if (!result) return result.status();
   outcome.all_reduce = std::move(*result);
@@ -167,6 +195,7 @@ void Averager::withdraw() {
                                                timeout = options_.averaging_timeout] {
     // Zeros at weight 0: our reducer averages its share of the others' vectors, and we add nothing.
     std::vector<float> nothing(group.member(*group.index_of(self_)).sends() ? group.length() : 0, 0.0f);
+    AllReduceRunning running(*this);
     auto served = all_reduce_->run(group, nothing, 0.0, all_reduce, Deadline::after(timeout));
     Logger::Line(options_.log, LogLevel::kDebug, "avg")
         << "withdrew from the '" << what << "' round; served its group of " << group.size() << " without contributing"

@@ -113,6 +113,11 @@ class Averager {
   // progress gives up, and our RPCs in flight fail at once (net::Client::cancel_pending; calls made later
   // are not affected, so call it again while something may still be waiting). Idempotent.
   void interrupt();
+  // For a peer leaving gracefully: matchmaking in progress (a step's or a search ahead) and every later
+  // search end with kCancelled, and matchmaking's RPCs in flight fail at once, but an all-reduce in
+  // progress runs to its end: its group waits for our share, matchmaking's does not yet. Idempotent;
+  // interrupt() still ends everything.
+  void stop_matchmaking();
 
   // The deadline of the all-reduces of later step()s (AveragerOptions::averaging_timeout at start); the
   // trainer sets it per round from what it observed (collab/deadline_estimator.hpp). The caller thread's.
@@ -152,6 +157,11 @@ class Averager {
   };
   std::optional<Prepared> prepared_;
   std::future<void> withdrawn_;       // a withdrawn group's round, served without contributing
+  // All-reduces running now (a step's, a withdrawn round's): their parts share the client with
+  // matchmaking's requests, which stop_matchmaking() must not cancel then.
+  std::mutex all_reduces_mutex_;
+  size_t all_reduces_ = 0;
+  class AllReduceRunning;
 };
 
 }  // namespace dedloc::avg

@@ -13,10 +13,11 @@ namespace dedloc::cli {
 namespace {
 
 std::atomic<bool> g_requested{false};
+std::atomic<bool> g_urgent{false};
 int g_pipe[2] = {-1, -1};  // self-pipe: the handler writes, wait_for_shutdown polls
 
 void on_signal(int) {
-  g_requested.store(true);
+  if (g_requested.exchange(true)) g_urgent.store(true);
   if (g_pipe[1] >= 0) {
     char byte = 1;
     [[maybe_unused]] auto n = ::write(g_pipe[1], &byte, 1);
@@ -36,6 +37,8 @@ void install_shutdown_handlers() {
 }
 
 bool shutdown_requested() { return g_requested.load(); }
+
+bool shutdown_urgent() { return g_urgent.load(); }
 
 bool wait_for_shutdown(Duration timeout) {
   if (g_requested.load()) return true;

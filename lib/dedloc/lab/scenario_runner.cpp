@@ -264,15 +264,17 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
     const PeerGroup& g = s.groups[static_cast<size_t>(run.hosts[h].group)];
     const bool client = g.role == PeerRole::kClient || g.nat;
     const std::string bandwidth = mbit(std::min(g.link.upload > 0 ? g.link.upload : 125e6, g.link.download > 0 ? g.link.download : 125e6));
+    // Its key in a file, as a volunteer's machine keeps it: a peer restarted by a fault comes back as itself.
+    const std::string identity = options.work_dir + "/" + run.hosts[h].name + ".key";
     std::vector<std::string> argv;
     if (g.role == PeerRole::kAux) {
-      argv = {tools + "/dedloc-avg/dedloc-avg", "--plaintext", "aux", "--run", recipe->run_id, "--initial-peers", *bootstrap,
+      argv = {tools + "/dedloc-avg/dedloc-avg", "--plaintext", "--identity", identity, "aux", "--run", recipe->run_id, "--initial-peers", *bootstrap,
               "--bandwidth", bandwidth, "--target-group-size", std::to_string(recipe->group_size),
               "--matchmaking-time", std::to_string(recipe->matchmaking_time), "--shares", recipe->shares};
       if (client) argv.push_back("--client-mode");
       else argv.insert(argv.end(), {"--listen", endpoint(h, kAuxPort)});
     } else {
-      argv = {tools + "/dedloc-train/dedloc-train", "--plaintext", "--json", "--recipe", s.recipe, "--initial-peers", *bootstrap,
+      argv = {tools + "/dedloc-train/dedloc-train", "--plaintext", "--json", "--identity", identity, "--recipe", s.recipe, "--initial-peers", *bootstrap,
               "--compute-rate", std::to_string(g.compute), "--data-seed", std::to_string(h), "--bandwidth", bandwidth,
               "--threads", "1"};
       if (client) argv.push_back("--client-mode");

@@ -34,6 +34,8 @@ constexpr std::string_view kLog = "train";
 // that was busy or just gone is soon replaced, while a swarm nobody can download from is not hammered.
 constexpr Duration kFirstCatchUpRetry = std::chrono::seconds(1);
 constexpr Duration kLastCatchUpRetry = std::chrono::seconds(10);
+// Leaving gracefully, how long our step waits for the group sought ahead to form (Trainer::round_interruptible).
+constexpr Duration kGroupFormingWhileLeaving = std::chrono::seconds(2);
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -265,6 +267,55 @@ WaitBreaker Trainer::interruptible() {
   return WaitBreaker(should_stop_, [this] { parts_->swarm.averager().interrupt(); });
 }
 
+bool Trainer::averaging_cut_short(const collab::StepFacts& facts) const {
+  return stopping_now() || (stopping() && facts.averaging != collab::StepAveraging::kGroup);
+}
+
+WaitBreaker Trainer::round_interruptible(bool grouped_ahead) {
+  if (!leave_now_) return interruptible();
+  // Matchmaking ends at the first signal (no group waits for us yet), an all-reduce only when leaving now.
+  // A group sought ahead gets a few seconds from the start of our step to form (its leader steps about
+  // when we do), and is then left too: its leader may be gone.
+  const TimePoint forming_until =
+      std::chrono::steady_clock::now() + (grouped_ahead ? kGroupFormingWhileLeaving : Duration::zero());
+  return WaitBreaker(should_stop_, [this, forming_until] {
+    auto& averager = parts_->swarm.averager();
+    if (stopping_now()) {
+      averager.interrupt();
+    } else if (std::chrono::steady_clock::now() >= forming_until) {
+      averager.stop_matchmaking();
+    }
+  });
+}
+
+bool Trainer::grouped_ahead(const std::string& round) const {
+  const auto& averager = parts_->swarm.averager();
+  const auto search = averager.ahead_search();
+  return (search == avg::Averager::AheadSearch::kFound || search == avg::Averager::AheadSearch::kSearching) &&
+         averager.prepared_round() == round;
+}
+
+bool Trainer::finish_round_before_leaving() {
+  auto& p = *parts_;
+  if (!leave_now_ || options_.collaboration.mode == CollaborationMode::kDelayed) return false;  // delayed: train_until's end
+  const bool grouped = grouped_ahead(round_bucket(collab::gradient_round(epoch_), epoch_).round);
+  if (!leave_by_) {
+    leave_by_ = std::chrono::steady_clock::now() + options_.averaging.averaging_timeout;
+    if (grouped) {
+      Logger::Line(options_.log, LogLevel::kInfo, kLog)
+          << "leaving after epoch " << epoch_ + 1 << "'s step: our group for it "
+          << (p.swarm.averager().ahead_search() == avg::Averager::AheadSearch::kFound ? "formed" : "is forming")
+          << " and would wait for our share (at most "
+          << std::chrono::duration<double>(options_.averaging.averaging_timeout).count()
+          << " s; a second signal leaves now)";
+    }
+  }
+  if (!grouped) return false;
+  if (std::chrono::steady_clock::now() < *leave_by_) return true;
+  Logger::Line(options_.log, LogLevel::kInfo, kLog) << "epoch " << epoch_ + 1 << "'s step did not start in time: leaving";
+  return false;
+}
+
 Deadline Trainer::leaving_deadline() const {
   // Stopped by a signal: the operator waits, and an unanswered withdrawal still expires with its TTL.
   return Deadline::after(stopping() ? std::chrono::seconds(1) : std::chrono::seconds(3));
@@ -418,12 +469,12 @@ size_t Trainer::bucket_expected(const collab::GroupBucket& bucket) {
 Result<avg::StepOutcome> Trainer::run_gradient_round(double weight) {
   auto& p = *parts_;
   auto& averager = p.swarm.averager();
-  auto breaker = interruptible();
-  if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
-  apply_learned_waits(p.waits, averager);
   // The trainers of our bucket, or every trainer we know of in a swarm that fits one group, less those a
   // round found gone (aux peers publish no progress, and are welcome if they are in by then).
   const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_), epoch_);
+  auto breaker = round_interruptible(grouped_ahead(bucket.round));
+  if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
+  apply_learned_waits(p.waits, averager);
   const size_t expected = bucket_expected(bucket);
   auto average = [&] {
     return averager.step(p.gradients.schema(), p.gradients.values(), weight, expected, bucket.round);
@@ -519,7 +570,7 @@ void Trainer::step(TrainerReport& report) {
   auto& p = *parts_;
   if (p.delayed) {
     finish_delayed_step(report);  // the previous step is applied before this one starts
-    if (stopping()) return;
+    if (stopping_now()) return;
   }
   // DiLoCo: what is left of this peer's samples since its last inner step makes one more, then the
   // outer step averages where the inner steps led.
@@ -538,7 +589,7 @@ void Trainer::step(TrainerReport& report) {
       return;
     }
     average_gradients(facts);
-    if (stopping()) {  // averaging was cut short: leave without a step the others did not take with us
+    if (averaging_cut_short(facts)) {
       Logger::Line(options_.log, LogLevel::kInfo, kLog) << "stopped while averaging: epoch " << epoch_ + 1 << " not taken";
       return;
     }
@@ -568,7 +619,7 @@ void Trainer::finish_delayed_step(TrainerReport& report) {
   // A failed round leaves the vector as it was (the errors come before any part is sent) or ends in a stop:
   // there is no accumulated mean to restore here, the next batch's gradients accumulate meanwhile.
   record_gradient_round(outcome, delayed->facts);
-  if (stopping()) {
+  if (averaging_cut_short(delayed->facts)) {
     Logger::Line(options_.log, LogLevel::kInfo, kLog) << "stopped while averaging: epoch " << epoch_ + 1 << " not taken";
     return;
   }
@@ -656,7 +707,7 @@ void Trainer::average_parameters() {
   // (the round's kind keeps them apart from gradient rounds).
   p.gradients.read_parameters();
   p.ema.pause();
-  auto breaker = interruptible();
+  auto breaker = round_interruptible(/*grouped_ahead=*/false);
   // As deltas: under a lossy codec each peer keeps its parameters' own precision (the average itself would
   // round every parameter to the codec), at the price of peers differing in the last bits afterwards.
   const collab::GroupBucket bucket = round_bucket("params." + std::to_string(epoch_), epoch_);
@@ -763,10 +814,11 @@ void Trainer::show_status(const collab::CollaborationState& state, bool final) {
                p.ema.samples_per_second(), final ? "\n" : "");
 }
 
-Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
+Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop, const std::function<bool()>& leave_now) {
   auto& p = *parts_;
   auto& tracker = p.swarm.tracker();
   should_stop_ = should_stop;
+  leave_now_ = leave_now;
   TrainerReport report;
   report.states_loaded = p.states_loaded_at_start;
   if (options_.min_peers > 1) {
@@ -822,7 +874,8 @@ Result<TrainerReport> Trainer::run(const std::function<bool()>& should_stop) {
 Status Trainer::train_until(TrainerReport& report) {
   auto& p = *parts_;
   auto& tracker = p.swarm.tracker();
-  while (!stopping()) {
+  while (!stopping_now()) {
+    if (stopping() && !finish_round_before_leaving()) break;
     double now = now_seconds();
     if (options_.max_time_seconds > 0 && now - p.started >= options_.max_time_seconds) break;
     if (options_.max_epochs > 0 && progress_epoch() >= options_.max_epochs) break;
@@ -838,6 +891,8 @@ Status Trainer::train_until(TrainerReport& report) {
 
     auto state = tracker.state();
     show_status(state);
+    // Leaving: only the step our group waits for is still worth taking, not a download.
+    if (stopping() && state.epoch > progress_epoch() + 1) break;
     if (state.epoch > progress_epoch() + 1) {
       if (p.delayed) {
         DEDLOC_RETURN_IF_ERROR(guard_torch("applying global step " + std::to_string(epoch_ + 1), [&] { finish_delayed_step(report); }));
@@ -850,19 +905,20 @@ Status Trainer::train_until(TrainerReport& report) {
       }
       continue;
     }
-    if (resync_if_diverged(report)) continue;
+    if (!stopping() && resync_if_diverged(report)) continue;
     if (state.epoch > progress_epoch()) {
       const LateRound late = handle_late_round(state, report);
       if (late != LateRound::kStep) continue;
     }
     if (state.batch_ready() || state.epoch > progress_epoch()) {
       DEDLOC_RETURN_IF_ERROR(guard_torch("taking global step " + std::to_string(epoch_ + 1), [&] { step(report); }));
-    } else {
+    } else if (!stopping()) {
       match_ahead(state);
     }
     publish_donor_and_metrics(false);
   }
-  // Delayed: the step in flight is applied when its round ends (when stopped, it ends at once, not applied).
+  // Delayed: the step in flight is applied when its round ends (stopped by leave_now, or by should_stop
+  // alone, it ends at once, not applied).
   if (p.delayed) {
     DEDLOC_RETURN_IF_ERROR(guard_torch("applying global step " + std::to_string(epoch_ + 1), [&] { finish_delayed_step(report); }));
   }

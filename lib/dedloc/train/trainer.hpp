@@ -23,7 +23,13 @@
 //
 // Stopping: `should_stop` (a shutdown signal) ends every wait on the network within a fraction of a
 // second: a download, matchmaking, an all-reduce, the wait between download attempts (WaitBreaker with
-// Averager::interrupt). A step whose averaging was interrupted is not taken.
+// Averager::interrupt). A step whose averaging was interrupted is not taken. Given `leave_now` too (a
+// second signal), `should_stop` leaves gracefully instead: a peer whose group for the coming step formed
+// or is forming (sought ahead: a leader holds its followers until it steps) keeps computing until that
+// step, averages it and then leaves,
+// and a round in progress runs to its end, so that the group's members get its share reduced instead of
+// waiting out a deadline for it; `leave_now`, or averaging.averaging_timeout without the step starting,
+// ends it as above.
 #pragma once
 
 #include <functional>
@@ -151,8 +157,9 @@ class Trainer {
   Status start(const std::function<bool()>& should_stop = {});
   // Trains until `should_stop` says so, max_time or max_epochs. Withdraws our records on the way out, on
   // an error too. What the task or the optimizer throws (libtorch's errors, a device out of memory) ends
-  // the run as an error Status naming what was being done (train/torch_errors.hpp).
-  Result<TrainerReport> run(const std::function<bool()>& should_stop);
+  // the run as an error Status naming what was being done (train/torch_errors.hpp). With `leave_now`,
+  // `should_stop` first finishes the round our group waits for (see above).
+  Result<TrainerReport> run(const std::function<bool()>& should_stop, const std::function<bool()>& leave_now = {});
 
   // The whole training state (parameters, buffers, optimizer statistics, epoch, lr) and loading one (a
   // checkpoint, a download); load_state refuses a state of another shape naming the first difference.
@@ -237,8 +244,21 @@ class Trainer {
   // The joiner's download at start: attempts until the swarm is no longer ahead of us; kCancelled when stopped.
   Status catch_up_at_start(TrainerReport& report);
   bool stopping() const { return should_stop_ && should_stop_(); }
+  // Leave now, whatever others wait for: `leave_now`, or `should_stop` when there is none.
+  bool stopping_now() const { return leave_now_ ? leave_now_() : stopping(); }
+  // Stopping, but our group for the coming step waits for our share: train on until that step (true), or
+  // leave (false: no such group, no `leave_now`, or the step did not start within the grace).
+  bool finish_round_before_leaving();
   // While alive, a stop request interrupts the averager's waits (matchmaking, all-reduce, downloads).
   WaitBreaker interruptible();
+  // The same for a round others average with us: a stop ends its matchmaking, only stopping_now() its
+  // all-reduce; a group that formed or is forming ahead (`grouped_ahead`) gets a moment to form first.
+  WaitBreaker round_interruptible(bool grouped_ahead);
+  // Our search ahead for `round` found its group or is still looking (its leader may hold us in it).
+  bool grouped_ahead(const std::string& round) const;
+  // Stopped while averaging, and the round did not complete in a group: leave without a step the others
+  // did not take with us.
+  bool averaging_cut_short(const collab::StepFacts& facts) const;
   // Sleeps until `until` in short slices; false when stopped first.
   bool sleep_unless_stopped(TimePoint until) const;
   // How long our records' withdrawal may take on the way out (shorter when stopped).
@@ -254,6 +274,8 @@ class Trainer {
   std::unique_ptr<Parts> parts_;  // the gradient buffer, the swarm presence, tallies (trainer.cpp)
   std::uint64_t epoch_ = 0;
   std::function<bool()> should_stop_;  // start()'s, then run()'s
+  std::function<bool()> leave_now_;    // run()'s
+  std::optional<TimePoint> leave_by_;  // leaving after our group's round: at the latest then
 };
 
 }  // namespace dedloc::train
