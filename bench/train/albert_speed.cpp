@@ -1,5 +1,5 @@
-// bench/train: training speed of dedloc's ALBERT (lib/dedloc/train/models/albert.hpp) on the CPU, the C++
-// side of bench/train/pytorch_mlm.py.
+// bench/train: training speed of dedloc's ALBERT (lib/dedloc/train/models/albert.hpp) on the CPU or a CUDA
+// device, the C++ side of bench/train/pytorch_mlm.py.
 //
 // The same shape (4 shared layers, H256, E128, 4 heads, 1024, vocab 8000, seq 128), the same batch (16),
 // the same threads (2) and the same step as the Python script: random-token batches drawn before each
@@ -8,17 +8,28 @@
 // Adam step. After --warmup untimed steps, --steps steps are timed one by one and the median reported.
 // The process keeps freed memory mapped (core/memory.hpp), as dedloc-train does.
 //
+// --device cuda[:N]: the model, the optimizer and each batch live on that device (the batch is drawn on the
+// CPU, as before, and copied before the clock starts); the clock is read after torch::cuda::synchronize().
+// --precision bf16 (CUDA only): the forward pass (losses included) runs under autocast to bfloat16, as
+// torch.autocast("cuda", dtype=torch.bfloat16) does in the Python script; parameters, gradients and Adam
+// stay float32, and the cast weights are dropped after every step (at::autocast::clear_cache()).
+//
 // Output: one JSON line, "impl": "dedloc", the same fields as the Python script's.
 // Usage: bench_albert_speed [--steps N] [--warmup N] [--threads N] [--batch N] [--seq N] [--layers N] ...
+//                           [--device cpu|cuda[:N]] [--precision fp32|bf16]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
+#include <torch/cuda.h>
 #include <torch/version.h>
 
 #include "dedloc/core/memory.hpp"
@@ -47,6 +58,18 @@ std::vector<torch::Tensor> random_batch(torch::Generator& g, std::int64_t batch,
   return {ids, types, mask, labels, order};
 }
 
+// CUDA autocast on or off for this thread. libtorch 2.4 made the calls per device type (the old ones were
+// deprecated, then removed); Debian's 1.13 has only the CUDA ("gpu") ones.
+void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+  at::autocast::set_autocast_enabled(at::kCUDA, enabled);
+#else
+  at::autocast::set_autocast_gpu_dtype(dtype);
+  at::autocast::set_enabled(enabled);
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,6 +78,7 @@ int main(int argc, char** argv) {
   std::int64_t batch = 16;
   int threads = 2, warmup = 3, steps = 20;
   double lr = 1e-4;
+  std::string device_name = "cpu", precision = "fp32";
   app.add_option("--layers", config.num_layers)->check(CLI::PositiveNumber);
   app.add_option("--hidden", config.hidden_size)->check(CLI::PositiveNumber);
   app.add_option("--embedding", config.embedding_size)->check(CLI::PositiveNumber);
@@ -67,9 +91,35 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
   app.add_option("--steps", steps, "timed steps; the median is reported")->check(CLI::PositiveNumber);
   app.add_option("--lr", lr, "Adam learning rate");
+  app.add_option("--device", device_name, "cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--precision", precision, "fp32, or bf16: the forward pass under CUDA autocast to bfloat16")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (auto status = validate_albert_config(config); !status) {
     std::fprintf(stderr, "bench_albert_speed: %s\n", status.to_string().c_str());
+    return 2;
+  }
+  std::optional<torch::Device> parsed;
+  try {
+    parsed.emplace(device_name);
+  } catch (const std::exception&) {
+    std::fprintf(stderr, "bench_albert_speed: --device %s: expected cpu, cuda or cuda:N\n", device_name.c_str());
+    return 2;
+  }
+  const torch::Device device = *parsed;
+  if (device.is_cuda() && !torch::cuda::is_available()) {
+    std::fprintf(stderr, "bench_albert_speed: --device %s: this libtorch build or machine has no CUDA device\n",
+                 device_name.c_str());
+    return 2;
+  }
+  if (!device.is_cpu() && !device.is_cuda()) {
+    std::fprintf(stderr, "bench_albert_speed: --device %s: expected cpu, cuda or cuda:N\n", device_name.c_str());
+    return 2;
+  }
+  const bool bf16 = precision == "bf16";
+  if (bf16 && !device.is_cuda()) {
+    std::fprintf(stderr, "bench_albert_speed: --precision bf16 needs --device cuda\n");
     return 2;
   }
 
@@ -78,24 +128,41 @@ int main(int argc, char** argv) {
   torch::manual_seed(0);
   auto g = at::make_generator<at::CPUGeneratorImpl>(1);
   AlbertModel model(config, 0);
+  model->to(device);
   model->train();
+  // Built after the move, so that Adam's statistics live on the device too.
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(lr));
+  const auto sync = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
+  };
   std::vector<double> times;
   double loss = 0;
   for (int step = 0; step < warmup + steps; ++step) {
     auto t = random_batch(g, batch, config.max_length, config.vocab_size, 0.15);
+    if (!device.is_cpu()) {
+      for (auto& x : t) x = x.to(device);
+    }
+    sync();
     auto start = std::chrono::steady_clock::now();
     optimizer.zero_grad();
+    if (bf16) set_cuda_autocast(true, at::kBFloat16);
     auto losses = model->pretraining_losses(t[0], t[1], t[2], t[3], t[4]);
+    if (bf16) {
+      set_cuda_autocast(false, at::kBFloat16);
+      at::autocast::clear_cache();
+    }
     losses.total.backward();
     optimizer.step();
     loss = losses.total.item<double>();
+    sync();
     auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (step >= warmup) times.push_back(seconds);
   }
   const double step_s = median(times);
   nlohmann::json out = {{"impl", "dedloc"},
                         {"torch", TORCH_VERSION},
+                        {"device", device.str()},
+                        {"precision", precision},
                         {"threads", threads},
                         {"layers", config.num_layers},
                         {"hidden", config.hidden_size},

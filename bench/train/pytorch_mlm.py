@@ -11,8 +11,14 @@ attention mask, segment B from the middle on, 15% of the positions predicted, ra
 fresh batch per step, drawn before the step's clock starts. Each step is zero_grad, forward, backward,
 Adam step; after --warmup untimed steps, --steps steps are timed one by one and the median is reported.
 
+--device cuda[:N]: model, optimizer and batches on that device (batches drawn on the CPU, as before, and
+copied before the clock starts); the clock is read after torch.cuda.synchronize(). --precision bf16 (CUDA
+only): the forward pass and the losses run under torch.autocast("cuda", dtype=torch.bfloat16), as
+bench_albert_speed --precision bf16 does; parameters, gradients and Adam stay float32.
+
 Output: one JSON line, the same shape as bench_albert_speed's, with "impl": "pytorch".
 Run with Debian's python3-torch:  /usr/bin/python3 bench/train/pytorch_mlm.py --steps 20
+On a GPU:  python3 bench/train/pytorch_mlm.py --device cuda --precision bf16
 """
 import argparse
 import json
@@ -91,7 +97,7 @@ class Albert(nn.Module):
                 nn.init.normal_(p, 0.0, 0.02)
 
     def losses(self, ids, types, mask, mlm_labels, sop_labels):
-        positions = torch.arange(ids.shape[1])
+        positions = torch.arange(ids.shape[1], device=ids.device)
         e = (self.word_embeddings(ids) + self.position_embeddings(positions).unsqueeze(0)
              + self.token_type_embeddings(types))
         h = self.embedding_hidden_mapping_in(self.embeddings_LayerNorm(e))
@@ -134,31 +140,63 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                   help="bf16: the forward pass under CUDA autocast to bfloat16")
     a = p.parse_args()
     if a.steps < 1 or a.hidden % a.heads:
         print("pytorch_mlm.py: --steps must be >= 1 and --heads must divide --hidden", file=sys.stderr)
         return 2
+    try:
+        device = torch.device(a.device)
+    except (RuntimeError, ValueError):
+        print(f"pytorch_mlm.py: --device {a.device}: expected cpu, cuda or cuda:N", file=sys.stderr)
+        return 2
+    if device.type not in ("cpu", "cuda"):
+        print(f"pytorch_mlm.py: --device {a.device}: expected cpu, cuda or cuda:N", file=sys.stderr)
+        return 2
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print(f"pytorch_mlm.py: --device {a.device}: this torch build or machine has no CUDA device",
+              file=sys.stderr)
+        return 2
+    bf16 = a.precision == "bf16"
+    if bf16 and device.type != "cuda":
+        print("pytorch_mlm.py: --precision bf16 needs --device cuda", file=sys.stderr)
+        return 2
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
-    model = Albert(a.vocab, a.embedding, a.hidden, a.layers, a.heads, a.intermediate, a.seq)
+    model = Albert(a.vocab, a.embedding, a.hidden, a.layers, a.heads, a.intermediate, a.seq).to(device)
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=a.lr)
     times, loss = [], float("nan")
     for step in range(a.warmup + a.steps):
         batch = random_batch(g, a.batch, a.seq, a.vocab, 0.15)
+        if device.type != "cpu":
+            batch = tuple(t.to(device) for t in batch)
+        sync()
         start = time.perf_counter()
         optimizer.zero_grad()
-        value = model.losses(*batch)
+        if bf16:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                value = model.losses(*batch)
+        else:
+            value = model.losses(*batch)
         value.backward()
         optimizer.step()
         loss = value.item()
+        sync()
         if step >= a.warmup:
             times.append(time.perf_counter() - start)
     step_s = statistics.median(times)
     print(json.dumps({
-        "impl": "pytorch", "torch": torch.__version__, "threads": a.threads,
+        "impl": "pytorch", "torch": torch.__version__, "device": str(device), "precision": a.precision,
+        "threads": a.threads,
         "layers": a.layers, "hidden": a.hidden, "embedding": a.embedding, "heads": a.heads,
         "intermediate": a.intermediate, "vocab": a.vocab, "seq": a.seq, "batch": a.batch,
         "parameters": sum(p.numel() for p in model.parameters()),
