@@ -69,7 +69,7 @@ if [ "${SWAV:-1}" = 1 ] && [ "$run_them" = 1 ]; then
       [ "$shares" = uniform ] && flag=(--uniform)
       echo "paper.sh: $run (waiting for the lab lock)" >&2
       timed_idle "$run" "$run" flock "$lock" "$avg" --plaintext --json bench --peers 24 --size 25600000 --codec fp16 \
-        --rounds "${SWAV_ROUNDS:-5}" --bandwidths "$rates" --emulate-links --rtt 20ms "${flag[@]}" \
+        --rounds "${SWAV_ROUNDS:-5}" --bandwidths "$rates" --emulate-links --rtt 20ms --mtu 9000 "${flag[@]}" \
         > "$out/$run.json" 2> "$out/$run.err" || { cat "$out/$run.err" >&2; exit 1; }
     done
   done

@@ -61,6 +61,10 @@ class BenchCommand final : public Command {
         ->capture_default_str();
     sub->add_option("--loss", o_.loss, "with --emulate-links: loss of each packet a peer sends, e.g. 0.5%")
         ->capture_default_str();
+    sub->add_option("--mtu", o_.mtu,
+                    "with --emulate-links: the lab hosts' MTU in bytes; 1500 is the internet's, the default keeps "
+                    "the emulator's CPU low but makes each packet long on a slow link (docs/lab.md)")
+        ->capture_default_str();
     sub->add_option("--lab-hosts", o_.lab_hosts,
                     "run peer i in the i-th lab host of a running `dedloc-lab up`, given as NETNS@ADDRESS,... (root)")
         ->delimiter(',');
@@ -115,6 +119,7 @@ class BenchCommand final : public Command {
       j["emulated_links"] = o_.emulate_links;
       j["rtt_s"] = std::chrono::duration<double>(plan.rtt).count();
       j["loss"] = plan.loss;
+      if (o_.emulate_links) j["mtu"] = plan.mtu;
       j["encrypted"] = !common.plaintext;
       j["times_s"] = times;
       j["peer_times_s"] = per_peer;

@@ -32,7 +32,7 @@ void add_up_flags(CLI::App& up, UpOptions& o) {
       ->capture_default_str();
   up.add_option("--queue", o.queue, "bytes each direction queues before tail drop; 0: 100 ms of its rate")
       ->capture_default_str();
-  up.add_option("--mtu", o.mtu, "the TUN devices' MTU")->check(CLI::Range(576, 65535))->capture_default_str();
+  up.add_option("--mtu", o.mtu, "the TUN devices' MTU")->check(CLI::Range(lab::kMinMtu, lab::kMaxMtu))->capture_default_str();
   up.add_option("--seed", o.seed, "random seed of the loss and jitter")->capture_default_str();
 }
 

@@ -78,6 +78,13 @@ Result<Scenario> load_scenario(const std::string& path) {
   read_parsed(*reader, "warmup", s.warmup, parse_duration, errors);
   reader->read("seed", s.seed);
   reader->read("recipe", s.recipe);
+  std::int64_t mtu = s.mtu;
+  reader->read("mtu", mtu);
+  if (mtu < kMinMtu || mtu > kMaxMtu) {
+    errors.push_back(path + ": mtu: " + std::to_string(mtu) + " bytes is not within " + std::to_string(kMinMtu) + "-" +
+                     std::to_string(kMaxMtu));
+  }
+  s.mtu = static_cast<int>(mtu);
   ConfigReader infra = reader->section("infrastructure");
   s.infrastructure_link = {.rtt = std::chrono::milliseconds(20), .upload = 125e6, .download = 125e6};
   read_link(infra, s.infrastructure_link, errors);

@@ -5,6 +5,7 @@
 //   warmup: 60s
 //   recipe: recipes/synthetic.yaml  # what every trainer runs (relative to the scenario file)
 //   seed: 1
+//   mtu: 1500                     # the lab hosts' MTU (default 65000: docs/lab.md, "Packet size")
 //   infrastructure:               # the DHT bootstrap node and the relays, on public links
 //     rtt: 20ms
 //     rate: 1Gbit
@@ -41,6 +42,7 @@
 #include <vector>
 
 #include "dedloc/core/status.hpp"
+#include "dedloc/lab/lab_network.hpp"
 #include "dedloc/lab/link_spec.hpp"
 
 namespace dedloc::lab {
@@ -81,6 +83,7 @@ struct Scenario {
   Duration duration = std::chrono::minutes(5);
   Duration warmup = std::chrono::seconds(60);
   std::uint64_t seed = 1;
+  int mtu = LabNetworkOptions{}.mtu;
   LinkSpec infrastructure_link;
   size_t relays = 0;
   std::vector<PeerGroup> groups;

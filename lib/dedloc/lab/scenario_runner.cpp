@@ -228,7 +228,7 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
   if (!actions) return actions.status();
 
   say("making " + std::to_string(run.hosts.size()) + " lab hosts");
-  auto network = LabNetwork::create(run.hosts.size());
+  auto network = LabNetwork::create(run.hosts.size(), {.mtu = s.mtu});
   if (!network) return network.status();
   std::vector<HostLink> links;
   std::vector<bool> nat;

@@ -78,7 +78,8 @@ TEST_CASE("Bench plan: equal shares, planner shares, and refusals naming their f
                          Bad{[](BenchOptions& o) { o.codec = "zip"; }, "--codec"},
                          Bad{[](BenchOptions& o) { o.bandwidths = {"1Gbit"}; }, "--bandwidths"},
                          Bad{[](BenchOptions& o) { o.uniform = true; }, "--uniform"},
-                         Bad{[](BenchOptions& o) { o.emulate_links = true; }, "--emulate-links"}}) {
+                         Bad{[](BenchOptions& o) { o.emulate_links = true; }, "--emulate-links"},
+                         Bad{[](BenchOptions& o) { o.mtu = 1500; }, "--mtu needs --emulate-links"}}) {
     BenchOptions o;
     o.peers = 3;
     o.size = "12KiB";

@@ -20,6 +20,7 @@ std::string write_scenario(const std::string& name, const std::string& text) {
 
 const std::string kValid = R"(duration: 60s
 warmup: 20s
+mtu: 9000
 recipe: some-recipe.yaml
 infrastructure: {rtt: 20ms, rate: 1Gbit, relays: 1}
 groups:
@@ -46,6 +47,8 @@ TEST_CASE("Lab scenarios: the shipped scenarios load", "[lab]") {
   auto big = load_scenario(test::source_path("bench/lab/scenarios/home-volunteers.yaml"));
   CHECK(big->peer_count() == 64);
   CHECK(big->relays == 2);
+  CHECK(big->mtu == 65000);  // the default
+  CHECK(load_scenario(test::source_path("bench/lab/scenarios/paper-albert-naive.yaml"))->mtu == 9000);
 }
 
 TEST_CASE("Lab scenarios: every field as written", "[lab]") {
@@ -54,6 +57,7 @@ TEST_CASE("Lab scenarios: every field as written", "[lab]") {
   INFO(s.status().to_string());
   REQUIRE(s.is_ok());
   CHECK(s->duration == std::chrono::seconds(60));
+  CHECK(s->mtu == 9000);
   CHECK(s->recipe == (std::filesystem::path(path).parent_path() / "some-recipe.yaml").string());
   CHECK(s->relays == 1);
   REQUIRE(s->groups.size() == 3);
@@ -90,6 +94,8 @@ TEST_CASE("Lab scenarios: mistakes name their key and file", "[lab]") {
            {"name: home,", "name: node,", "used twice"},
            {"join_at: 25s", "join_at: 60s", "join_at"},
            {"join_at: 25s", "join_at: soon", "join_at"},
+           {"mtu: 9000", "mtu: 100", "mtu: 100 bytes"},
+           {"mtu: 9000", "mtu: 70000", "mtu"},
        }) {
     std::string text = kValid;
     REQUIRE(text.find(bad.find) != std::string::npos);

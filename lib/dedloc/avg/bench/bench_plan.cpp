@@ -83,6 +83,11 @@ Result<BenchPlan> plan_all_reduce_bench(const BenchOptions& o) {
   if ((*rtt > Duration::zero() || *loss > 0) && !o.emulate_links) return usage("--rtt and --loss need --emulate-links");
   plan.rtt = *rtt;
   plan.loss = *loss;
+  if (o.mtu != lab::LabNetworkOptions{}.mtu && !o.emulate_links) return usage("--mtu needs --emulate-links");
+  if (o.mtu < lab::kMinMtu || o.mtu > lab::kMaxMtu) {
+    return usage("--mtu must be within " + std::to_string(lab::kMinMtu) + "-" + std::to_string(lab::kMaxMtu));
+  }
+  plan.mtu = o.mtu;
   if (!o.lab_hosts.empty()) {
     if (o.emulate_links) return usage("--lab-hosts and --emulate-links exclude each other");
     if (o.lab_hosts.size() != o.peers) {

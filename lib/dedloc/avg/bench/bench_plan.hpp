@@ -10,6 +10,7 @@
 #include "dedloc/avg/all_reduce.hpp"
 #include "dedloc/avg/codec.hpp"
 #include "dedloc/avg/defaults.hpp"
+#include "dedloc/lab/lab_network.hpp"
 
 namespace dedloc::avg::bench {
 
@@ -27,6 +28,7 @@ struct BenchOptions {
   bool emulate_links = false;           // each peer a lab host behind emulated links (emulated_links.hpp; root)
   std::string rtt = "0";                // with emulate_links: the round trip between two peers (e.g. 100ms)
   std::string loss = "0";               // with emulate_links: the loss of each packet a peer sends (e.g. 0.5%)
+  int mtu = lab::LabNetworkOptions{}.mtu;  // with emulate_links: the lab hosts' MTU (docs/lab.md, "Packet size")
   // Lab hosts made elsewhere (`dedloc-lab up`), one per peer, as NETNS@ADDRESS: peer i runs in the i-th
   // namespace and binds its address, and the links are whatever that lab emulates (bench/lab/run.sh
   // runs gloo in the same hosts). Not with emulate_links.
@@ -51,6 +53,7 @@ struct BenchPlan {
   std::vector<std::string> netns;     // lab hosts (--lab-hosts): each peer's namespace and address
   std::vector<std::string> addresses;
   double loss = 0;
+  int mtu = lab::LabNetworkOptions{}.mtu;
 };
 
 // Validates `options` (including, with emulate_links, that this process runs as root, and, when
