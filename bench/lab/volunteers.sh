@@ -35,9 +35,10 @@ done
 /usr/bin/python3 - "$out" "${ROUNDS:-1}" <<'PY'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-print("| run | global steps/s | samples/s | goodput (averaged samples/s) | steps averaged | joiners' median s to an averaged step "
+print("| run | global steps/s | samples/s | goodput (averaged samples/s) | steps averaged | rounds sat out "
+      "| steps and rounds sat out averaged | joiners' median s to an averaged step "
       "| wave: downloads / donors / most from one | longest round / deadline | non-finite losses | peak RSS per trainer (MiB) |")
-print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
 goodput = {"churn": [], "steady": []}
 for r in range(1, rounds + 1):
     for kind in ("churn", "steady"):
@@ -48,7 +49,9 @@ for r in range(1, rounds + 1):
         wave_text = f'{wave["downloads"]} / {wave["donors"]} / {wave["max_per_donor"]}' if wave else "-"
         peak = max(g["peak_rss_mib"] for g in rep["groups"].values() if g["role"] != "aux")
         print(f'| {kind} {r} | {rep["global_steps_per_s"]:.3f} | {rep["samples_per_s"]:.0f} | {rep["averaged_samples_per_s"]:.0f} '
-              f'| {100 * rep["averaged_fraction"]:.1f}% | {rep["joiner_to_averaged_step_median_s"]:.1f} | {wave_text} '
+              f'| {100 * rep["averaged_fraction"]:.1f}% | {rep.get("missed_rounds", 0)} '
+              f'| {100 * rep.get("averaged_fraction_of_rounds", rep["averaged_fraction"]):.1f}% '
+              f'| {rep["joiner_to_averaged_step_median_s"]:.1f} | {wave_text} '
               f'| {rep["longest_round_over_deadline"]:.2f} | {rep["nonfinite_losses"]} | {peak:.0f} |')
 c, s = statistics.median(goodput["churn"]), statistics.median(goodput["steady"])
 print(f"\ngoodput under churn / without: {c:.0f} / {s:.0f} = {c / s:.2f} (goal >= 0.75)")

@@ -61,6 +61,7 @@ void print_event(const train::TrainerEvent& e) {
     line["resync"] = e.resync;
     line["donor"] = e.donor;
     line["download_seconds"] = e.download_seconds;
+    if (e.missed_round) line["missed_round"] = true;
   } else {
     line["loss"] = e.loss;
     line["samples"] = e.samples;

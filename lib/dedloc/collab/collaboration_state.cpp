@@ -64,6 +64,12 @@ bool round_over_without_us(const std::vector<PeerProgress>& others, std::uint64_
   return 2 * static_cast<size_t>(past) > others.size();
 }
 
+bool round_done_without_us(const std::vector<PeerProgress>& others, std::uint64_t our_epoch) {
+  const auto past = std::count_if(others.begin(), others.end(), [&](const PeerProgress& p) { return p.epoch > our_epoch; });
+  const auto in_round = std::count_if(others.begin(), others.end(), [&](const PeerProgress& p) { return p.epoch == our_epoch; });
+  return past > in_round;
+}
+
 void ThroughputEma::resume(double now) {
   paused_ = false;
   last_ = now;

@@ -51,6 +51,12 @@ CollaborationState estimate_collaboration(const std::vector<PeerProgress>& peers
 // that stepped alone) is not a majority, so it moves nobody.
 bool round_over_without_us(const std::vector<PeerProgress>& others, std::uint64_t our_epoch);
 
+// The same question asked after our own search for the round found no group (nobody looking for it is left to
+// meet): a strict majority of the trainers that reached the round, at our epoch or past it, are past it.
+// Records behind us are left out: those peers take no part in the round, and a SIGKILLed peer's record
+// lingers there until its TTL (Trainer::sit_out_missed_round).
+bool round_done_without_us(const std::vector<PeerProgress>& others, std::uint64_t our_epoch);
+
 // An exponential moving average of samples/s over compute time only (hivemind's PerformanceEMA): the time
 // spent averaging or waiting between update() calls while paused does not count, so the rate others read
 // is how fast this peer computes, not how fast the last step went.

@@ -69,6 +69,7 @@ nlohmann::json build_report(const RunRecord& run) {
   std::map<std::uint64_t, TimePoint> epoch_first_reached;
   std::uint64_t samples = 0, samples_averaged = 0;
   size_t steps_reported = 0, steps_averaged = 0;
+  size_t missed_rounds = 0;  // rounds a peer sat out and loaded the result of (TrainerEvent::missed_round)
   size_t nonfinite_losses = 0;
   double longest_round_over_deadline = 0;
   std::map<std::string, std::string> name_of_peer;  // peer id -> lab host name, from the ready lines
@@ -94,6 +95,9 @@ nlohmann::json build_report(const RunRecord& run) {
       if (group >= 0 && s.groups[static_cast<size_t>(group)].join_at > Duration::zero() && starts.size() == 1) {
         wave_downloads[static_cast<size_t>(group)].push_back(download);  // the wave's first start only
       }
+    }
+    if (event == "loaded_state" && j.value("missed_round", false) && line.at >= run.warm && line.at <= run.end) {
+      ++missed_rounds;
     }
     if ((is_step(event) || event == "loaded_state") && line.at >= run.warm && line.at <= run.end) {
       // Measured within one life of the process: a restart is not a wait.
@@ -214,6 +218,12 @@ nlohmann::json build_report(const RunRecord& run) {
     waves[s.groups[g].name] = wave;
   }
 
+  // Packets the links' queues dropped in the window (tail drop at an upload or a download: TCP's losses).
+  std::uint64_t dropped_queue = 0;
+  for (size_t h = 0; h < run.at_end.hosts.size(); ++h) {
+    dropped_queue += run.at_end.hosts[h].dropped_queue -
+                     (h < run.at_warmup.hosts.size() ? run.at_warmup.hosts[h].dropped_queue : 0);
+  }
   const double steps_per_second = static_cast<double>(global_steps) / window;
   nlohmann::json report = {
       {"scenario", s.source},
@@ -227,6 +237,12 @@ nlohmann::json build_report(const RunRecord& run) {
       {"step_reports", steps_reported},
       {"averaged_samples_per_s", static_cast<double>(samples_averaged) / window},
       {"averaged_fraction", steps_reported ? static_cast<double>(steps_averaged) / static_cast<double>(steps_reported) : 0.0},
+      // The same over the rounds peers sat out too (loaded instead of stepping): what share of the rounds a
+      // peer was in for ended in a group.
+      {"missed_rounds", missed_rounds},
+      {"averaged_fraction_of_rounds", steps_reported + missed_rounds
+                                          ? static_cast<double>(steps_averaged) / static_cast<double>(steps_reported + missed_rounds)
+                                          : 0.0},
       {"nonfinite_losses", nonfinite_losses},
       {"longest_round_over_deadline", longest_round_over_deadline},
       {"longest_wait_s", longest_gap},
@@ -238,6 +254,8 @@ nlohmann::json build_report(const RunRecord& run) {
       {"joiners", joiners},
       {"joiner_to_averaged_step_median_s", median(catch_up)},
       {"emulator", {{"cpu_s", run.at_end.cpu_seconds - run.at_warmup.cpu_seconds},
+                    {"mtu", s.mtu},
+                    {"dropped_queue", dropped_queue},
                     {"dropped_nat", run.at_end.dropped_nat},
                     {"dropped_overflow", run.at_end.dropped_overflow}}}};
   if (run.predicted_steps_per_second > 0) {
@@ -260,7 +278,8 @@ std::string describe_report(const nlohmann::json& r) {
         << r["measured_over_predicted"].get<double>();
   }
   out << "), " << r["samples_per_s"].get<double>() << " samples/s, " << 100 * r["averaged_fraction"].get<double>()
-      << "% of step reports averaged\n";
+      << "% of step reports averaged (" << r["missed_rounds"] << " rounds sat out, "
+      << 100 * r["averaged_fraction_of_rounds"].get<double>() << "% of steps and rounds sat out averaged)\n";
   for (const auto& [name, g] : r["groups"].items()) {
     out << "  " << name << " (" << g["count"] << " " << g["role"].get<std::string>() << (g["nat"].get<bool>() ? ", NAT" : "")
         << "): " << g["bytes_sent_per_step"].get<double>() / 1e6 << " MB sent per step, upload "

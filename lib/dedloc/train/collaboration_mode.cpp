@@ -25,6 +25,7 @@ Result<CollaborationOptions> read_collaboration_options(ConfigReader section) {
   }
   if (!known) return bad("mode: '" + mode + "' is not a mode (synchronous, delayed or diloco)");
   section.read("resync_divergent", options.resync_divergent);
+  section.read("sit_out_missed_rounds", options.sit_out_missed_rounds);
   // The outer keys mean nothing to a synchronous run: given there, they are a mistake worth naming.
   for (std::string_view key : {"inner_batch_size", "outer_lr", "outer_momentum", "outer_nesterov"}) {
     if (section.has(key) && options.mode != CollaborationMode::kDiloco) {

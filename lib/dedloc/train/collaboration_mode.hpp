@@ -46,6 +46,12 @@ struct CollaborationOptions {
   // Every mode: a peer whose parameter hash disagrees with the majority of the swarm at its epoch downloads
   // a donor's state (collab/divergence.hpp). Off for runs whose groups are meant to be smaller than the swarm.
   bool resync_divergent = true;
+  // Synchronous: a peer whose search found no group while the other peers averaged its round without it (a
+  // joiner, a peer back from a lost relay, one whose batch came a moment late) waits for that round to end
+  // and loads its result, the swarm's state, instead of stepping alone on its own gradients: a step nobody
+  // else took, on a sliver of the batch, that leaves its parameters apart from everyone's. It waits at most
+  // a matchmaking window and the round's deadline, then steps alone as before (Trainer::sit_out_missed_round).
+  bool sit_out_missed_rounds = true;
 };
 
 // Reads the "collaboration:" section (absent: synchronous); errors name the key and the file.

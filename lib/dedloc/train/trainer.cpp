@@ -36,6 +36,8 @@ constexpr Duration kFirstCatchUpRetry = std::chrono::seconds(1);
 constexpr Duration kLastCatchUpRetry = std::chrono::seconds(10);
 // Leaving gracefully, how long our step waits for the group sought ahead to form (Trainer::round_interruptible).
 constexpr Duration kGroupFormingWhileLeaving = std::chrono::seconds(2);
+// Sitting out a missed round, how often the progress records are read again to see whether it is over.
+constexpr Duration kMissedRoundPoll = std::chrono::milliseconds(250);
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -593,6 +595,10 @@ void Trainer::step(TrainerReport& report) {
       Logger::Line(options_.log, LogLevel::kInfo, kLog) << "stopped while averaging: epoch " << epoch_ + 1 << " not taken";
       return;
     }
+    if (facts.averaging == collab::StepAveraging::kNoGroup && sit_out_missed_round(report)) {
+      p.loss.end_epoch();
+      return;
+    }
   }
   p.loss.end_epoch();
   conclude_step(report, facts, inputs, /*next_batch_started=*/false);
@@ -694,7 +700,12 @@ void Trainer::match_ahead(const collab::CollaborationState& state) {
   // A delayed step's round still holds the averager (not thread-safe): the next group is sought after it.
   if (!options_.match_ahead || p.swarm.others() == 0 || p.delayed) return;
   if (state.eta_seconds > std::chrono::duration<double>(options_.averaging.matchmaking_time).count()) return;
-  const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_), epoch_);
+  prepare_round(epoch_);
+}
+
+void Trainer::prepare_round(std::uint64_t epoch) {
+  auto& p = *parts_;
+  const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch), epoch);
   if (p.swarm.averager().prepared_round() == bucket.round) return;
   // A round still prepared for an earlier epoch (we caught up since) is withdrawn by prepare().
   apply_learned_waits(p.waits, p.swarm.averager());
@@ -730,7 +741,7 @@ void Trainer::average_parameters() {
   }
 }
 
-Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swarm_hash) {
+Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swarm_hash, bool missed_round) {
   auto& p = *parts_;
   if (std::chrono::steady_clock::now() < p.next_catch_up) return Status();
   // Until it succeeds, the next attempt waits longer (reset below).
@@ -779,6 +790,7 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swa
   if (options_.on_event) {
     TrainerEvent event{.kind = TrainerEvent::Kind::kLoadedState, .epoch = epoch_};
     event.resync = swarm_hash.has_value();
+    event.missed_round = missed_round;
     event.donor = donor;
     event.download_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - download_began).count();
     if (options_.hash_parameters) describe_parameters(event);
@@ -962,9 +974,62 @@ Trainer::LateRound Trainer::handle_late_round(const collab::CollaborationState& 
       << "without us (the swarm is at epoch " << state.epoch << "): loading the swarm's state instead of looking "
       << "for a group";
   averager.withdraw();
-  auto caught = catch_up(report);
+  auto caught = catch_up(report, std::nullopt, /*missed_round=*/true);
   if (!caught.is_ok() && !stopping()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
   return LateRound::kCaughtUp;
+}
+
+Duration Trainer::missed_round_wait() const {
+  const auto& p = *parts_;
+  const Duration matchmaking = p.waits ? p.waits->times().matchmaking_time : options_.averaging.matchmaking_time;
+  // A group that formed without us ends its all-reduce within its deadline. Fixed deadlines are sized for
+  // the worst case (often 30 s or more), too long to hold a peer that may yet have to step alone: there, one
+  // more matchmaking window.
+  const Duration all_reduce = p.round_deadline ? p.round_deadline->deadline() : matchmaking;
+  return matchmaking + all_reduce;
+}
+
+bool Trainer::sit_out_missed_round(TrainerReport& report) {
+  auto& p = *parts_;
+  if (!options_.collaboration.sit_out_missed_rounds || options_.collaboration.mode != CollaborationMode::kSynchronous ||
+      p.swarm.others() == 0 || stopping()) {
+    return false;
+  }
+  auto& tracker = p.swarm.tracker();
+  // Only a round the others are in or past: when they are all behind us there is nothing to load.
+  const auto others = tracker.others_records();
+  if (std::none_of(others.begin(), others.end(), [&](const collab::PeerProgress& r) { return r.epoch >= epoch_; })) {
+    return false;
+  }
+  const TimePoint until = std::chrono::steady_clock::now() + missed_round_wait();
+  // Whatever comes of the wait (the round's result, or a step of our own), our next round is the swarm's
+  // next: declared now, we are in its group, where a peer that waits first and looks after the download
+  // finds the others grouped ahead without it and misses that round too.
+  if (options_.match_ahead) prepare_round(epoch_ + 1);
+  p.ema.pause();
+  bool over = collab::round_done_without_us(others, epoch_);
+  while (!over && std::chrono::steady_clock::now() < until &&
+         sleep_unless_stopped(std::min(until, std::chrono::steady_clock::now() + kMissedRoundPoll))) {
+    tracker.refresh_now();  // bounded by the tracker's DHT timeout
+    over = collab::round_done_without_us(tracker.others_records(), epoch_);
+  }
+  p.ema.resume(now_seconds());
+  if (!over || stopping()) return false;
+  Logger::Line(options_.log, LogLevel::kInfo, kLog)
+      << "epoch " << epoch_ << ": no group, and the other peers finished this round without us: loading the "
+      << "swarm's state instead of stepping alone";
+  const auto before = epoch_;
+  // Twice at most: a joiner's first download a moment ago holds the next one back for its backoff, and a
+  // donor may not yet serve the round's result; a longer backoff (downloads failing) is not waited out.
+  for (int attempt = 0; attempt < 2 && epoch_ == before && !stopping(); ++attempt) {
+    if (attempt > 0 && (p.next_catch_up > std::chrono::steady_clock::now() + kFirstCatchUpRetry ||
+                        !sleep_unless_stopped(p.next_catch_up))) {
+      break;
+    }
+    auto caught = catch_up(report, std::nullopt, /*missed_round=*/true);
+    if (!caught.is_ok() && !stopping()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
+  }
+  return epoch_ > before;
 }
 
 bool Trainer::resync_if_diverged(TrainerReport& report) {

@@ -79,6 +79,9 @@ struct TrainerEvent {
   // kLoadedState: a resync (our parameters had left the majority's: collab/divergence.hpp) rather than a
   // catch-up with a swarm that was ahead.
   bool resync = false;
+  // kLoadedState: loaded instead of a step, because this peer's round was averaged without it (its search
+  // found no group, or it came too late to look): Trainer::sit_out_missed_round, handle_late_round.
+  bool missed_round = false;
   // kLoadedState: the donor it came from (its address) and how long the download took, so that a run's
   // lines show how joiners spread over donors.
   std::string donor;
@@ -221,11 +224,20 @@ class Trainer {
   // (DiLoCo) the pseudo-gradient θ_outer − θ_local. Again after a failed round left it half-averaged.
   void write_update(bool again);
   void match_ahead(const collab::CollaborationState& state);
+  // Looks for the group of `epoch`'s gradient round in the background (Averager::prepare), in its bucket.
+  void prepare_round(std::uint64_t epoch);
   void average_parameters();
   // One download attempt, unless the backoff after a failed one has not yet passed (then ok, nothing done).
   // With `swarm_hash` (a resync, collab/divergence.hpp) a state at our own epoch is loaded too, if its
   // parameters carry that hash.
-  Status catch_up(TrainerReport& report, std::optional<std::uint64_t> swarm_hash = std::nullopt);
+  // `missed_round` marks the download's event (TrainerEvent::missed_round).
+  Status catch_up(TrainerReport& report, std::optional<std::uint64_t> swarm_hash = std::nullopt, bool missed_round = false);
+  // Our search found no group while the others average our round (CollaborationOptions::sit_out_missed_rounds):
+  // waits, bounded, until most of them are past it and loads the state; true when it did (no step then),
+  // false to step alone as before (the others did not move on in time, or the download failed).
+  bool sit_out_missed_round(TrainerReport& report);
+  // How long sit_out_missed_round waits for the others to finish the round.
+  Duration missed_round_wait() const;
   // A resync when the progress records say our parameters left the majority's; true when it tried one.
   bool resync_if_diverged(TrainerReport& report);
   // What a lagging peer does once the swarm ahead of it finished our round without us

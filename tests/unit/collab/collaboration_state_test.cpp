@@ -129,3 +129,18 @@ TEST_CASE("A round is over without us once most other trainers stepped past it",
   // Peers behind us count against "over": they may still look for a group at our epoch or before.
   CHECK_FALSE(round_over_without_us({at(9), at(7), at(7)}, 8));
 }
+
+TEST_CASE("After a search that found nobody, the round is done once most peers that reached it moved on",
+          "[unit][collab]") {
+  auto at = [](std::uint64_t epoch) { return peer(epoch, 0, 20, 1.7e9); };
+  // A joiner in a churning swarm: two records of SIGKILLed peers linger behind; they do not hold it back.
+  CHECK(round_done_without_us({at(9), at(9), at(7), at(6)}, 8));
+  CHECK_FALSE(round_over_without_us({at(9), at(9), at(7), at(6)}, 8));
+  // Those still at our epoch are in the round: half past is not a majority of them.
+  CHECK_FALSE(round_done_without_us({at(9), at(8)}, 8));
+  CHECK(round_done_without_us({at(9), at(9), at(8)}, 8));
+  CHECK(round_done_without_us({at(10)}, 8));
+  // Nobody reached the round (we are ahead, or alone): nothing to load.
+  CHECK_FALSE(round_done_without_us({at(7), at(7)}, 8));
+  CHECK_FALSE(round_done_without_us({}, 8));
+}
