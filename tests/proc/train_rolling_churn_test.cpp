@@ -6,8 +6,9 @@
 // donors are alive, however many dead ones are still listed.
 //
 // The catch-up time of a joiner runs from just before its process is spawned to the moment its first step
-// line at (swarm's epoch − 1) or later is read, the swarm's epoch being the latest epoch any other live peer
-// has reported by then. It includes starting the process, joining the DHT and downloading.
+// line at (swarm's epoch − 1) or later is read (or its download of a round it sat out, that far on), the
+// swarm's epoch being the latest epoch any other live peer has reported by then. It includes starting the
+// process, joining the DHT and downloading.
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -123,7 +124,15 @@ class Swarm {
       const auto& events = p.trainer.events();
       for (; p.seen < events.size(); ++p.seen) {
         const auto& e = events[p.seen];
-        if (!p.joiner || !is_step(e)) continue;
+        if (!p.joiner) continue;
+        // A joiner whose first batch came after the others grouped sits that round out and loads its result
+        // (collaboration.sit_out_missed_rounds): in phase with the swarm as much as a step there would be.
+        if (!is_step(e)) {
+          if (!p.caught_up && e.value("missed_round", false) && e["epoch"].get<std::uint64_t>() + 1 >= epoch(&p)) {
+            p.caught_up = now - p.spawned;
+          }
+          continue;
+        }
         const auto step = e["epoch"].get<std::uint64_t>();
         const auto swarm = epoch(&p);
         if (!p.first_step) p.first_step = step;
@@ -192,8 +201,8 @@ TEST_CASE("In a swarm where a peer is SIGKILLed and replaced every few seconds, 
     CHECK(seconds(*p.caught_up) <= seconds(kCatchUpBound));
     // It never stepped from where the swarm had been: its first step is at the swarm's epoch (it loaded the
     // state before computing), and no step of it came two or more epochs behind the others before it caught up.
-    REQUIRE(p.first_step.has_value());
-    CHECK(*p.first_step + 1 >= p.swarm_at_spawn);
+    // (A joiner that caught up by sitting out a round may not have stepped before the end.)
+    if (p.first_step) CHECK(*p.first_step + 1 >= p.swarm_at_spawn);
     for (const auto& line : p.behind) FAIL_CHECK("a step behind the swarm while joining: " << line);
   }
 }
