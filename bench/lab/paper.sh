@@ -99,20 +99,26 @@ def idle(run):
     return open(path).read().strip() + "%" if os.path.exists(path) else "?"
 
 base = median_of("fast", "samples_per_s")
-print("| scenario | samples/s | global steps/s | predicted steps/s | measured/predicted | averaged | vs high-bandwidth | paper | measured/paper | idle CPU |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+print("| scenario | samples/s | global steps/s | predicted steps/s | measured/predicted | predicted without overlap | "
+      "measured/that | averaged | vs high-bandwidth | paper | measured/paper | queue drops | idle CPU |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 for name in names:
     samples = median_of(name, "samples_per_s")
     if samples is None:
         continue
     steps, predicted = median_of(name, "global_steps_per_s"), median_of(name, "predicted_steps_per_s")
     averaged = median_of(name, "averaged_fraction")
+    serial = median_of(name, "predicted_synchronous_steps_per_s")
+    serial_text = f"{serial:.3f} | {steps / serial:.2f}" if serial else "— | —"
+    drops = [json.load(open(f"{out}/albert-{name}-r{r}.json"))["emulator"].get("dropped_queue", "?")
+             for r in range(1, repeats + 1) if os.path.exists(f"{out}/albert-{name}-r{r}.json")]
     ratio = samples / base if base else float("nan")
     want = paper.get(name)
     versus = "—" if want is None else f"{want:.2f} | {ratio / want:.2f}{'' if 0.75 <= ratio / want <= 1.25 else ' (outside ±25%)'}"
     idles = ", ".join(idle(f"albert-{name}-r{r}") for r in range(1, repeats + 1))
     print(f"| {label.get(name, name)} | {samples:.1f} | {steps:.3f} | {predicted:.3f} | {steps / predicted:.2f} | "
-          f"{100 * averaged:.0f}% | **{ratio:.2f}** | {versus if want is not None else '— | —'} | {idles} |")
+          f"{serial_text} | {100 * averaged:.0f}% | **{ratio:.2f}** | {versus if want is not None else '— | —'} | "
+          f"{', '.join(str(d) for d in drops)} | {idles} |")
 
 times = {}
 for shares in ("uniform", "planned"):

@@ -261,6 +261,10 @@ nlohmann::json build_report(const RunRecord& run) {
   if (run.predicted_steps_per_second > 0) {
     report["predicted_steps_per_s"] = run.predicted_steps_per_second;
     report["measured_over_predicted"] = steps_per_second / run.predicted_steps_per_second;
+    if (run.predicted_synchronous_steps_per_second > 0) {
+      report["predicted_synchronous_steps_per_s"] = run.predicted_synchronous_steps_per_second;
+      report["measured_over_predicted_synchronous"] = steps_per_second / run.predicted_synchronous_steps_per_second;
+    }
   } else {
     report["prediction"] = run.prediction_note;
   }
@@ -276,6 +280,10 @@ std::string describe_report(const nlohmann::json& r) {
   if (r.contains("predicted_steps_per_s")) {
     out << "; planner predicts " << r["predicted_steps_per_s"].get<double>() << "/s, measured/predicted "
         << r["measured_over_predicted"].get<double>();
+    if (r.contains("predicted_synchronous_steps_per_s")) {
+      out << "; without overlap " << r["predicted_synchronous_steps_per_s"].get<double>() << "/s, measured/that "
+          << r["measured_over_predicted_synchronous"].get<double>();
+    }
   }
   out << "), " << r["samples_per_s"].get<double>() << " samples/s, " << 100 * r["averaged_fraction"].get<double>()
       << "% of step reports averaged (" << r["missed_rounds"] << " rounds sat out, "

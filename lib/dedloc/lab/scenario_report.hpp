@@ -51,6 +51,9 @@ struct RunRecord {
   EmulatorStats at_warmup, at_end;
   TimePoint start{}, warm{}, end{};
   double predicted_steps_per_second = 0;  // 0: unknown
+  // The planner's steps without overlap (plan::StepPrediction::synchronous_steps_per_second), for a recipe whose
+  // collaboration.mode is synchronous: what its runs, computing then averaging, can reach. 0: not such a run.
+  double predicted_synchronous_steps_per_second = 0;
   std::string prediction_note;
 };
 

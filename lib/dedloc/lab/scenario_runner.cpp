@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string_view>
@@ -36,6 +37,7 @@ struct RecipeFacts {
   std::uint64_t group_size = 16;
   double matchmaking_time = 5;
   std::string shares = "planned";  // averaging.shares: aux peers lead groups too, and split them alike
+  std::string mode = "synchronous";  // collaboration.mode
 };
 
 Result<RecipeFacts> read_recipe(const std::string& path) {
@@ -49,6 +51,7 @@ Result<RecipeFacts> read_recipe(const std::string& path) {
     f.group_size = r["averaging"]["target_group_size"].as<std::uint64_t>(16);
     f.matchmaking_time = r["averaging"]["matchmaking_time"].as<double>(5);
     f.shares = r["averaging"]["shares"].as<std::string>("planned");
+    f.mode = r["collaboration"]["mode"].as<std::string>("synchronous");
     if (f.run_id.empty()) return error(Code::kInvalidArgument, path + ": the recipe has no run_id");
     return f;
   } catch (const YAML::Exception& e) {
@@ -148,15 +151,16 @@ std::optional<std::string> first_endpoint(const std::string& ready_line) {
 
 // The planner's prediction (docs/planner.md) for the scenario's peers: the trainers and aux peers (compute
 // 0 for aux), with their links; what `dedloc-plan` prints for the same peers file.
-double predict(const Scenario& s, const RecipeFacts& recipe, std::string& note) {
+// The planner's prediction for the scenario's peers (nullopt, with `note` saying why, when it cannot make one).
+std::optional<plan::StepPrediction> predict(const Scenario& s, const RecipeFacts& recipe, std::string& note) {
   if (recipe.parameters <= 0 || recipe.batch <= 0) {
     note = "no prediction: the recipe states no model.parameters or training.target_batch_size";
-    return 0;
+    return std::nullopt;
   }
   auto codec = parse_codec(recipe.codec);
   if (!codec) {
     note = "no prediction: " + codec.status().message();
-    return 0;
+    return std::nullopt;
   }
   plan::Collaboration collaboration;
   collaboration.batch = recipe.batch;
@@ -173,9 +177,9 @@ double predict(const Scenario& s, const RecipeFacts& recipe, std::string& note) 
   auto planned = plan::plan_collaboration(collaboration);
   if (!planned) {
     note = "no prediction: " + planned.status().message();
-    return 0;
+    return std::nullopt;
   }
-  return planned->prediction.steps_per_second;
+  return planned->prediction;
 }
 
 // A field of /proc/<pid>/status in MiB: VmRSS (resident now) or VmHWM (the most it ever was).
@@ -282,7 +286,10 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
     }
     run.hosts[h].process = processes.add(run.hosts[h].name, (*network)->host(h).netns, argv);
   }
-  run.predicted_steps_per_second = predict(s, *recipe, run.prediction_note);
+  if (const auto prediction = predict(s, *recipe, run.prediction_note)) {
+    run.predicted_steps_per_second = prediction->steps_per_second;
+    if (recipe->mode == "synchronous") run.predicted_synchronous_steps_per_second = prediction->synchronous_steps_per_second();
+  }
 
   // Which lab host a name is.
   auto host_named = [&](const std::string& name) {

@@ -122,6 +122,11 @@ namespace {
 class BottleneckFinder {
  public:
   void offer(double rate, const Bottleneck& bottleneck) {
+    if (bottleneck.kind == Bottleneck::Kind::kCompute) {
+      compute_ = rate;
+    } else {
+      communication_ = std::min(communication_, rate);
+    }
     if (rate < best_ * (1 - kTieTolerance)) {
       best_ = rate;
       bottleneck_ = bottleneck;
@@ -133,6 +138,10 @@ class BottleneckFinder {
   }
   StepPrediction result(double batch) const {
     StepPrediction p;
+    p.compute_seconds = compute_ > 0 ? 1 / compute_ : std::numeric_limits<double>::infinity();
+    p.communication_seconds = !std::isfinite(communication_) ? 0  // no traffic
+                              : communication_ > 0           ? 1 / communication_
+                                                             : std::numeric_limits<double>::infinity();
     p.steps_per_second = std::isfinite(best_) ? best_ : 0;
     p.samples_per_second = p.steps_per_second * batch;
     p.step_seconds = p.steps_per_second > 0 ? 1 / p.steps_per_second : std::numeric_limits<double>::infinity();
@@ -143,6 +152,8 @@ class BottleneckFinder {
 
  private:
   double best_ = std::numeric_limits<double>::infinity();
+  double compute_ = 0;                                              // steps/s the compute allows
+  double communication_ = std::numeric_limits<double>::infinity();  // ... the tightest link allows
   Bottleneck bottleneck_;
   std::size_t ties_ = 0;
 };
@@ -170,6 +181,11 @@ StepPrediction predict(const CostModel& model, const Assignment& assignment) {
     finder.offer(limit.rate / traffic, {Bottleneck::Kind::kPairLimit, limit.a, limit.b});
   }
   return finder.result(model.batch());
+}
+
+double StepPrediction::synchronous_steps_per_second() const {
+  const double seconds = compute_seconds + communication_seconds;
+  return std::isfinite(seconds) && seconds > 0 ? 1 / seconds : 0;
 }
 
 std::string describe(const CostModel& model, const Bottleneck& bottleneck) {

@@ -78,6 +78,13 @@ struct StepPrediction {
   double step_seconds = 0;        // 1/r (infinity when r = 0)
   Bottleneck bottleneck;
   std::size_t tied_bottlenecks = 0;  // other constraints binding at the same rate (within 1e-6)
+  // The step's two halves apart: computing the global batch (B / Σ c_i s_i) and averaging it at the rate of
+  // the tightest link (the smallest of the communication terms of r, inverted; 0 without traffic). Pipelined,
+  // a step takes the longer of the two (step_seconds); a synchronous run (compute the batch, then average,
+  // then step: dedloc's synchronous mode, hivemind's optimizer) takes both, one after the other.
+  double compute_seconds = 0;
+  double communication_seconds = 0;
+  double synchronous_steps_per_second() const;  // 1 / (compute_seconds + communication_seconds), 0 if infinite
 };
 
 // Bytes peer i moves per step in each direction (T_i above).

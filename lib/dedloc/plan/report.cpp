@@ -120,7 +120,10 @@ std::string format_plan_table(const CollaborationPlan& plan) {
   const auto& best = plan.prediction;
   out << "\npredicted: " << format("%.4g", best.steps_per_second) << " steps/s (" << format_seconds(best.step_seconds)
       << " per step), " << format("%.4g", best.samples_per_second) << " samples/s; bound by "
-      << bottleneck_line(model, best) << "\n\n";
+      << bottleneck_line(model, best) << "\n";
+  out << "synchronous (compute the batch, then average it, as collaboration.mode synchronous does): "
+      << format("%.4g", best.synchronous_steps_per_second()) << " steps/s (" << format_seconds(best.compute_seconds)
+      << " computing + " << format_seconds(best.communication_seconds) << " averaging)\n\n";
 
   Table strategies({"strategy", "step time", "samples/s", "plan speedup", "bound by"});
   strategies.add({"DeDLOC plan (this)", format_seconds(best.step_seconds), format("%.4g", best.samples_per_second),
@@ -147,7 +150,8 @@ nlohmann::json plan_to_json(const CollaborationPlan& plan) {
                           {"step_seconds", std::isfinite(p.step_seconds) ? nlohmann::json(p.step_seconds) : nlohmann::json()},
                           {"samples_per_second", p.samples_per_second},
                           {"bound_by", describe(model, p.bottleneck)},
-                          {"tied_bottlenecks", p.tied_bottlenecks}};
+                          {"tied_bottlenecks", p.tied_bottlenecks},
+                          {"synchronous_steps_per_second", p.synchronous_steps_per_second()}};
   };
   nlohmann::json out;
   out["method"] = method_name(plan.method);

@@ -258,3 +258,27 @@ TEST_CASE("256 peers plan in well under a second", "[plan][property]") {
   CHECK(plan.method == PlanMethod::kHeuristic);
   CHECK(seconds < 1.0);
 }
+
+TEST_CASE("a synchronous run computes, then averages: its step is the sum of the two halves", "[plan][special]") {
+  // Four equal peers, all computing with equal shares: 400 samples/s in all for a batch of 400 (1 s of compute);
+  // a gradient of 1 MB in float32 through 1 MB/s links, each peer moving 1.5 MB per step each way (its 3/4 out,
+  // the others' quarters of its share back).
+  Collaboration c;
+  c.batch = 400;
+  c.params = 250000;
+  c.codec = dedloc::Codec::kNone;
+  for (int i = 0; i < 4; ++i) c.peers.push_back({"peer-" + std::to_string(i), 100, 1e6, 1e6, false});
+  auto model = CostModel::create(c);
+  REQUIRE(model);
+  const StepPrediction p = predict(*model, Assignment{{true, true, true, true}, {0.25, 0.25, 0.25, 0.25}});
+  CHECK(p.compute_seconds == Approx(1.0));
+  CHECK(p.communication_seconds == Approx(1.5));
+  CHECK(p.steps_per_second == Approx(1 / 1.5));            // pipelined: the longer half
+  CHECK(p.synchronous_steps_per_second() == Approx(0.4));  // one after the other
+  // The planner's own plan carries both figures too (it may leave a peer out of computing to do better).
+  const auto plan = plan_of(c);
+  CHECK(plan.prediction.synchronous_steps_per_second() ==
+        Approx(1 / (plan.prediction.compute_seconds + plan.prediction.communication_seconds)));
+  CHECK(plan.prediction.steps_per_second == Approx(1 / std::max(plan.prediction.compute_seconds,
+                                                                 plan.prediction.communication_seconds)));
+}
