@@ -51,7 +51,7 @@ Result<RecipeFacts> read_recipe(const std::string& path) {
     f.group_size = r["averaging"]["target_group_size"].as<std::uint64_t>(16);
     f.matchmaking_time = r["averaging"]["matchmaking_time"].as<double>(5);
     f.shares = r["averaging"]["shares"].as<std::string>("planned");
-    f.mode = r["collaboration"]["mode"].as<std::string>("synchronous");
+    if (const YAML::Node collaboration = r["collaboration"]) f.mode = collaboration["mode"].as<std::string>("synchronous");
     if (f.run_id.empty()) return error(Code::kInvalidArgument, path + ": the recipe has no run_id");
     return f;
   } catch (const YAML::Exception& e) {
