@@ -51,7 +51,9 @@ struct CollaborationOptions {
   // and loads its result, the swarm's state, instead of stepping alone on its own gradients: a step nobody
   // else took, on a sliver of the batch, that leaves its parameters apart from everyone's. It waits at most
   // a matchmaking window and the round's deadline, then steps alone as before (Trainer::sit_out_missed_round).
-  bool sit_out_missed_rounds = true;
+  // Off by default for now: the lab's recipes turn it on (bench/lab/README.md has what it did there), while
+  // small swarms on a loaded machine still showed timing it changes (docs/recipes.md, "A round missed").
+  bool sit_out_missed_rounds = false;
 };
 
 // Reads the "collaboration:" section (absent: synchronous); errors name the key and the file.
