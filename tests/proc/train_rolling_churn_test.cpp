@@ -186,13 +186,8 @@ TEST_CASE("In a swarm where a peer is SIGKILLed and replaced every few seconds, 
     table << " " << p.trainer.name() << " " << p.swarm_at_spawn << "->" << (p.first_step ? std::to_string(*p.first_step) : "none")
           << " " << (p.caught_up ? std::to_string(seconds(*p.caught_up)) : "never") << "s;";
   }
-  WARN(table.str());
-  // Not a joining failure, so not checked: a peer already in step may drop out of phase for a step or two
-  // (a group that averaged while another peer was already two epochs on, or a step with local gradients
-  // from one micro-batch) before it is back; reported here to keep an eye on it (bench/README.md).
-  for (const auto& p : swarm.peers()) {
-    for (const auto& line : p.lagged) WARN("after catching up, " << p.trainer.name() << " stepped behind: " << line);
-  }
+  // With every check below, so that a failure's first lines say what each joiner did.
+  INFO(table.str());
   CHECK(final_epoch > 10);  // the swarm kept stepping through the churn
   for (const auto& p : swarm.peers()) {
     if (!p.joiner) continue;
@@ -204,5 +199,11 @@ TEST_CASE("In a swarm where a peer is SIGKILLed and replaced every few seconds, 
     // (A joiner that caught up by sitting out a round may not have stepped before the end.)
     if (p.first_step) CHECK(*p.first_step + 1 >= p.swarm_at_spawn);
     for (const auto& line : p.behind) FAIL_CHECK("a step behind the swarm while joining: " << line);
+  }
+  // Not a joining failure, so not checked: a peer already in step may drop out of phase for a step or two
+  // (a group that averaged while another peer was already two epochs on, or a step with local gradients
+  // from one micro-batch) before it is back; reported here to keep an eye on it (bench/README.md).
+  for (const auto& p : swarm.peers()) {
+    for (const auto& line : p.lagged) WARN("after catching up, " << p.trainer.name() << " stepped behind: " << line);
   }
 }
