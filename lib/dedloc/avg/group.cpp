@@ -1,6 +1,18 @@
 #include "dedloc/avg/group.hpp"
 
+#include <algorithm>
+
 namespace dedloc::avg {
+
+std::uint64_t grid_part_elements(const std::vector<std::uint64_t>& counts, std::uint64_t configured) {
+  std::uint64_t smallest = 0;
+  for (auto count : counts) {
+    if (count > 0 && (smallest == 0 || count < smallest)) smallest = count;
+  }
+  const std::uint64_t fine = (smallest + kMinPartsPerShare - 1) / kMinPartsPerShare;
+  if (smallest == 0 || fine >= configured) return configured;
+  return std::min(configured, std::max(fine, kMinGridPartElements));
+}
 
 Result<Group> Group::from_begin(wire::AvgBegin begin) {
   auto bad = [](const std::string& why) { return error(Code::kMalformed, "AvgBegin: " + why); };

@@ -191,7 +191,7 @@ Assembly GroupFormation::assemble(Bytes group_id, std::uint64_t shuffle_seed) {
     }
     begin.counts = *counts;
     begin.length = search_.vector_length;
-    begin.part_elements = search_.part_elements;
+    begin.part_elements = grid_part_elements(begin.counts, search_.part_elements);
     return Group::from_begin(std::move(begin));
   }();
   if (group) return Assembly{std::move(group), std::move(followers), std::nullopt, quorum_to_full, by_quorum};

@@ -31,7 +31,7 @@ TEST_CASE("Bench plan: the part grid is training's for the same budget, whatever
   for (const char* name : {"none", "fp16", "scaled-fp16", "uint8", "blockwise8"}) {
     INFO(name);
     BenchOptions options;
-    options.size = "4MiB";
+    options.size = "64MiB";  // shares of 4 Mi values: cut at the configured grid
     options.codec = name;
     options.encrypted = false;
     auto plan = plan_all_reduce_bench(options);
@@ -42,6 +42,12 @@ TEST_CASE("Bench plan: the part grid is training's for the same budget, whatever
     REQUIRE(plan.is_ok());
     CHECK(plan->part_elements == avg::part_elements_for(avg::kPartGridCodec, 64 * 1024));
     CHECK(plan->part_elements == 16 * 1024);
+    // Shares of 256 Ki values: finer, so that each is cut into avg::kMinPartsPerShare parts.
+    options.size = "4MiB";
+    options.part_kib = 512;
+    plan = plan_all_reduce_bench(options);
+    REQUIRE(plan.is_ok());
+    CHECK(plan->part_elements == 32 * 1024);
   }
 }
 

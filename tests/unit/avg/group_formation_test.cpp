@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 
+#include "dedloc/avg/defaults.hpp"
 #include "dedloc/avg/group_formation.hpp"
 #include "support/random_ids.hpp"
 
@@ -605,4 +606,34 @@ TEST_CASE("Group formation: a quorum smaller than min_group_size never forms ear
   p.take();  // 3 of 4 is a quorum, but the recipe wants 4
   p.clock.advance(1s);
   CHECK(p.next() == NextStep::kLook);
+}
+
+TEST_CASE("The part grid: the configured one for large shares, finer for small ones, never below the floor",
+          "[unit][avg][matchmaking]") {
+  const std::uint64_t configured = default_part_elements();  // 128 Ki values
+  // 16 Mi values over 4 peers: shares of 4 Mi, 32 configured parts each.
+  CHECK(grid_part_elements({4u << 20, 4u << 20, 4u << 20, 4u << 20}, configured) == configured);
+  // The lab's scaled ALBERT with the planner's shares: the smallest share handed out (112,500 values, one
+  // configured part) is cut into 8; the slow peers' zero shares are not shares.
+  const std::vector<std::uint64_t> planned = {337500, 337500, 337500, 337500, 112500, 112500, 112500, 112500,
+                                              112500, 112500, 112500, 112500, 0,      0,      0,      0};
+  const auto fine = grid_part_elements(planned, configured);
+  CHECK(fine == (112500 + kMinPartsPerShare - 1) / kMinPartsPerShare);
+  CHECK((112500 + fine - 1) / fine == kMinPartsPerShare);
+  // Tiny shares stop at the floor; a configured grid finer than the floor is kept.
+  CHECK(grid_part_elements({1000, 1000}, configured) == kMinGridPartElements);
+  CHECK(grid_part_elements({1000, 1000}, 500) == 500);
+  // Nothing to reduce anywhere (a grid is still announced).
+  CHECK(grid_part_elements({0, 0}, configured) == configured);
+  // Cut so, each share is kMinPartsPerShare parts.
+  std::mt19937_64 rng(7);
+  Group group = Group::from_begin(wire::AvgBegin{.group_id = Bytes(wire::kGroupIdBytes, 1),
+                                                 .ids = {random_id(rng), random_id(rng)},
+                                                 .endpoints = {"tcp://a:1", "tcp://b:1"},
+                                                 .roles = {AvgRole::kNode, AvgRole::kNode},
+                                                 .counts = {100000, 100000},
+                                                 .length = 200000,
+                                                 .part_elements = grid_part_elements({100000, 100000}, configured)})
+                    .value();
+  CHECK(group.parts_of(0).size() == kMinPartsPerShare);
 }

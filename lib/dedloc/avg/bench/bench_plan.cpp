@@ -75,6 +75,7 @@ Result<BenchPlan> plan_all_reduce_bench(const BenchOptions& o) {
   } else {
     for (size_t i = 0; i < o.peers; ++i) plan.counts.push_back(plan.elements / o.peers + (i < plan.elements % o.peers ? 1 : 0));
   }
+  plan.part_elements = grid_part_elements(plan.counts, plan.part_elements);  // as a leader cuts it for these shares
   if (o.emulate_links && ::geteuid() != 0) return usage("--emulate-links needs root (network namespaces, TUN devices)");
   auto rtt = lab::parse_duration(o.rtt, "--rtt");
   if (!rtt) return rtt.status();

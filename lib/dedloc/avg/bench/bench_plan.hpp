@@ -43,7 +43,8 @@ struct BenchPlan {
   std::uint64_t elements = 0;
   // The part grid exactly as training cuts its vector for the same budget, whatever the codec:
   // avg::part_elements_for(avg::kPartGridCodec, part_kib KiB), 128 Ki values for 512 KiB
-  // (avg::default_part_elements()); a codec then sends each part smaller.
+  // (avg::default_part_elements()), finer where the shares are small (avg::grid_part_elements); a codec then
+  // sends each part smaller.
   std::uint64_t part_elements = 0;
   Codec codec = Codec::kNone;
   std::vector<double> rates;          // bytes/s per peer, when bandwidths were given
