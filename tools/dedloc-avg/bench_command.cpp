@@ -49,7 +49,8 @@ class BenchCommand final : public Command {
     sub->add_option("--max-in-flight", o_.max_in_flight, "parts in flight to all reducers together (0: no cap)")
         ->capture_default_str();
     sub->add_option("--part-kib", o_.part_kib,
-                    "KiB of float32 per part, the part grid training uses for that size (a codec sends less)")
+                    "KiB of float32 per part, the part grid training uses for that size (a codec sends less; cut finer "
+                    "where the shares are small, as a group's leader cuts it)")
         ->capture_default_str();
     sub->add_option("--bandwidths", o_.bandwidths, "each peer's bandwidth (1Gbit,100Mbit,...): shares from the planner")
         ->delimiter(',');
