@@ -2,7 +2,9 @@
 // three dedloc-train peers on loopback whose groups hold two (averaging.target_group_size: 2, one group key),
 // so every round one of them finds its group full and nobody else looking. It waits for the pair to finish
 // that round and loads their state instead of stepping alone: no local steps, and after each such download
-// it holds exactly the parameters the pair averaged to. With the option off, the one left out steps alone.
+// it holds exactly the parameters the pair averaged to. With the option off, the one left out never waits
+// for the pair: it steps alone, or, when the pair went two epochs on meanwhile, drops its batch and
+// downloads their state (no step from behind).
 #include <csignal>
 #include <map>
 
@@ -104,8 +106,15 @@ TEST_CASE("A peer left out of its round's group loads that round's result instea
   CHECK(checked >= 1);
 }
 
-TEST_CASE("With sit_out_missed_rounds off, the peer left out steps alone", "[proc][train][missed-round]") {
+TEST_CASE("With sit_out_missed_rounds off, the peer left out steps alone or, left behind, downloads",
+          "[proc][train][missed-round]") {
   const std::string dir = dedloc::test::make_temp_dir("dedloc-missed-round-off");
   const Run run = run_three(dir, /*sit_out=*/false);
-  CHECK(count(run, "local") >= 3);
+  // A round sat out is a download marked missed_round that came after waiting for the pair; without the
+  // option the one left out either steps alone ("local") or, two epochs behind by then, downloads as any
+  // lagging peer does (an unmarked download); 3 of either in 10 epochs here, a loaded machine may turn one
+  // into a round found late (a marked download).
+  const size_t unmarked_downloads = count(run, "loaded_state") - count(run, "loaded_state", /*missed_round=*/true);
+  INFO("local steps " << count(run, "local") << ", unmarked downloads " << unmarked_downloads);
+  CHECK(count(run, "local") + unmarked_downloads >= 2);
 }
