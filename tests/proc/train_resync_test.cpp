@@ -104,8 +104,8 @@ TEST_CASE("Resync: a peer whose parameters leave the majority's downloads theirs
   CHECK(identical_before >= 1);
   // Somebody resynced, each time to parameters another peer held at that epoch (the majority's). Mostly the
   // fp16 peer; but a float32 peer that came to a round after the other two stepped loads a donor's state
-  // ("missed_round"), the fp16 peer's as likely as not, and then the other float32 peer is the one apart.
-  // A float32 peer resyncs at most once; the fp16 peer gives up after a few at most.
+  // ("missed_round"), the fp16 peer's as likely as not, and then the other float32 peer is the one apart
+  // (a fresh-clone run saw that twice in 7 epochs). Nobody resyncs every step: three at most each.
   size_t resyncs = 0;
   for (auto* p : {&*a, &*b, &*c}) {
     size_t own = 0;
@@ -119,7 +119,7 @@ TEST_CASE("Resync: a peer whose parameters leave the majority's downloads theirs
       CHECK(held);
     }
     INFO(p->name());
-    CHECK(own <= (p == &*c ? 3u : 1u));
+    CHECK(own <= 3u);
     resyncs += own;
   }
   CHECK(resyncs >= 1);
