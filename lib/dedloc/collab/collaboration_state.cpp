@@ -1,8 +1,23 @@
 #include "dedloc/collab/collaboration_state.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace dedloc::collab {
+
+namespace {
+
+// The samples a record's peer computed since it was measured, at its rate: whole micro-batches where it says
+// how big they are (they count once they end, as they do for the peer itself), continuously otherwise.
+double samples_since(const PeerProgress& p, double now) {
+  const double continuous = p.samples_per_second * std::max(0.0, now - p.time);
+  if (p.micro_batch == 0) return continuous;
+  const double batch = static_cast<double>(p.micro_batch);
+  // The small slack keeps a micro-batch due exactly now from being lost to rounding.
+  return batch * std::floor(continuous / batch + 1e-9);
+}
+
+}  // namespace
 
 CollaborationState estimate_collaboration(const std::vector<PeerProgress>& peers, std::uint64_t target_batch_size,
                                           double now, const EstimateOptions& options) {
@@ -26,8 +41,7 @@ CollaborationState estimate_collaboration(const std::vector<PeerProgress>& peers
   for (const auto& p : peers) {
     state.samples_per_second += p.samples_per_second;
     if (p.epoch != state.epoch) continue;
-    double elapsed = std::max(0.0, now - p.time);
-    double extrapolated = static_cast<double>(p.samples_accumulated) + p.samples_per_second * elapsed;
+    const double extrapolated = static_cast<double>(p.samples_accumulated) + samples_since(p, now);
     state.samples_accumulated += std::min(extrapolated, std::max(target, static_cast<double>(p.samples_accumulated)));
   }
   if (state.samples_accumulated >= target) {

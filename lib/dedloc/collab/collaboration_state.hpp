@@ -5,7 +5,10 @@
 //   global epoch E  = the largest epoch among non-client peers (clients may lag: they follow, never lead);
 //                     with only clients, the largest epoch of all
 //   samples S       = Σ over peers at epoch E of (accumulated + rate × (now − measured)), each peer's
-//                     extrapolation capped at the target (a stale record cannot promise a batch forever)
+//                     extrapolation capped at the target (a stale record cannot promise a batch forever);
+//                     for a record that gives its micro-batch size m, rate × (now − measured) is rounded
+//                     down to whole micro-batches (m, 2m, ... from the end of the one it was measured at):
+//                     the samples its peer will have when it next looks, not a part of one it is computing
 //   rate R          = Σ of all live peers' samples/s
 //   ETA             = (B − S) / R, 0 once S ≥ B
 //   next refresh in ≈ ETA · N / max(N + 3, 1.2 N), clipped to [min, max] (0.5 s and 10 s by default): often

@@ -33,12 +33,21 @@ void ProgressTracker::report(PeerProgress local) {
   if (epoch_changed || first_rate) wake_.notify_all();
 }
 
-CollaborationState ProgressTracker::state() const {
+CollaborationState ProgressTracker::state() const { return state_at(0, /*ours_computing=*/true); }
+
+CollaborationState ProgressTracker::state_if_we_stop(double seconds_ahead) const {
+  return state_at(seconds_ahead, /*ours_computing=*/false);
+}
+
+CollaborationState ProgressTracker::state_at(double seconds_ahead, bool ours_computing) const {
   std::lock_guard lock(mutex_);
   std::vector<PeerProgress> peers = others_;
-  if (local_) peers.push_back(*local_);
-  return estimate_collaboration(peers, options_.target_batch_size, SystemClock::instance().unix_seconds(),
-                                options_.estimate);
+  if (local_) {
+    peers.push_back(*local_);
+    if (!ours_computing) peers.back().samples_per_second = 0;
+  }
+  return estimate_collaboration(peers, options_.target_batch_size,
+                                SystemClock::instance().unix_seconds() + seconds_ahead, options_.estimate);
 }
 
 std::vector<PeerProgress> ProgressTracker::others_records() const {

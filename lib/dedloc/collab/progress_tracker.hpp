@@ -47,6 +47,9 @@ class ProgressTracker {
   void report(PeerProgress local);
   // The estimate at this moment.
   CollaborationState state() const;
+  // The estimate `seconds_ahead` from now if we computed nothing more: our samples held where they are, the
+  // others' extrapolated (whole micro-batches where their records say how big those are).
+  CollaborationState state_if_we_stop(double seconds_ahead) const;
   // Reads the records again without waiting for the next scheduled refresh; returns when done (bounded).
   void refresh_now();
   // Removes our record (on leaving), after stopping the background thread.
@@ -57,6 +60,7 @@ class ProgressTracker {
   size_t others() const;
 
  private:
+  CollaborationState state_at(double seconds_ahead, bool ours_computing) const;
   void run();
   void publish(const PeerProgress& progress);
   void fetch();

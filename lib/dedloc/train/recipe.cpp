@@ -46,6 +46,7 @@ Result<Recipe> Recipe::load(const std::string& path) {
   training.read("max_grad_norm", recipe.training.max_grad_norm);
   training.read("checkpoint_every", recipe.training.checkpoint_every);
   training.read("average_parameters_every", recipe.training.average_parameters_every);
+  training.read("wait_for_due_batch", recipe.training.wait_for_due_batch);
   auto collaboration = read_collaboration_options(r.section("collaboration"));
   if (!collaboration) return collaboration.status();
   recipe.collaboration = *collaboration;

@@ -38,6 +38,8 @@ constexpr Duration kLastCatchUpRetry = std::chrono::seconds(10);
 constexpr Duration kGroupFormingWhileLeaving = std::chrono::seconds(2);
 // Sitting out a missed round, how often the progress records are read again to see whether it is over.
 constexpr Duration kMissedRoundPoll = std::chrono::milliseconds(250);
+// How often a peer waiting for a due batch looks at the swarm's estimate (a local extrapolation: cheap).
+constexpr Duration kDueBatchPoll = std::chrono::milliseconds(10);
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -154,6 +156,12 @@ struct Trainer::Parts {
   std::uint64_t inner_steps = 0;             // DiLoCo: inner steps since the last outer step was applied
   std::uint64_t inner_steps_per_outer = 0;   // DiLoCo: those of the last outer step, for the metrics record
   double compute_seconds = 0;
+  double last_micro_batch_seconds = 0;  // how long our latest micro-batch took
+  // Waiting for a due batch (Trainer::wait_for_due_batch): the epoch waited in, the seconds waited in it,
+  // and whether the loop should look at the swarm again before computing.
+  std::uint64_t due_batch_epoch = 0;
+  double due_batch_waited = 0;
+  bool due_batch_look_again = false;
   double started = 0;
   std::map<std::string, std::string> task_entries;  // Task::state_entries(), asked once
 };
@@ -382,6 +390,7 @@ collab::PeerProgress Trainer::local_progress() const {
   progress.client_mode = options_.averaging.role == avg::AvgRole::kClient;
   progress.bandwidth = options_.averaging.bandwidth;
   progress.compute = parts_->ema.samples_per_second();
+  progress.micro_batch = static_cast<std::uint64_t>(std::max<std::int64_t>(0, options_.training.micro_batch_size));
   // While a delayed step is in flight our parameters are the last epoch's: no hash rather than a wrong one.
   progress.params_hash = parts_->delayed ? 0 : parts_->params_hash;
   if (parts_->round_deadline && parts_->round_deadline->learned()) {
@@ -708,6 +717,40 @@ void Trainer::conclude_step(TrainerReport& report, const collab::StepFacts& fact
   }
 }
 
+bool Trainer::wait_for_due_batch() {
+  auto& p = *parts_;
+  if (!options_.training.wait_for_due_batch || options_.collaboration.mode != CollaborationMode::kSynchronous ||
+      p.swarm.others() == 0 || p.gradients.samples() == 0 || p.last_micro_batch_seconds <= 0) {
+    return false;
+  }
+  if (p.due_batch_epoch != epoch_) {
+    p.due_batch_epoch = epoch_;
+    p.due_batch_waited = 0;
+  }
+  // Every peer checks for the batch only between micro-batches, so when the peers end the micro-batches that
+  // complete the batch, the first to end do not see it complete yet: the others' last micro-batches are a
+  // moment from their end. Computing on, each starts one more and the group waits for the slowest of those
+  // (in the lab's high-bandwidth run 9 micro-batches a step where 8 made the batch: bench/lab/README.md).
+  // Where the others' micro-batches that end before our next one would complete the batch without it, we
+  // wait for them instead: at most one micro-batch's time a step, which costs no more than that micro-batch.
+  // The estimate counts their micro-batches whole (collab/collaboration_state.hpp), so the batch we wait for
+  // is made of micro-batches that will be there, not parts of ones still running.
+  const double budget = p.last_micro_batch_seconds - p.due_batch_waited;
+  if (budget <= 0) return false;
+  auto& tracker = p.swarm.tracker();
+  if (!tracker.state_if_we_stop(budget).batch_ready()) return false;
+  const double began = now_seconds();
+  const TimePoint until = std::chrono::steady_clock::now() + from_seconds(budget);
+  p.ema.pause();
+  while (sleep_unless_stopped(std::min(until, std::chrono::steady_clock::now() + kDueBatchPoll))) {
+    const auto swarm = tracker.state();
+    if (swarm.batch_ready() || swarm.epoch > progress_epoch() || std::chrono::steady_clock::now() >= until) break;
+  }
+  p.ema.resume(now_seconds());
+  p.due_batch_waited += now_seconds() - began;
+  return true;
+}
+
 void Trainer::match_ahead(const collab::CollaborationState& state) {
   auto& p = *parts_;
   // A delayed step's round still holds the averager (not thread-safe): the next group is sought after it.
@@ -906,9 +949,11 @@ Status Trainer::train_until(TrainerReport& report) {
     if (options_.max_epochs > 0 && progress_epoch() >= options_.max_epochs) break;
 
     // The task's and the optimizer's edge: what libtorch throws ends the run as an error (torch_errors.hpp).
-    auto computed = guard_torch("computing a micro-batch", [&] { return compute_micro_batch(); });
-    if (!computed) return computed.status();
-    if (!*computed) continue;
+    if (!std::exchange(p.due_batch_look_again, false)) {
+      auto computed = guard_torch("computing a micro-batch", [&] { return compute_micro_batch(); });
+      if (!computed) return computed.status();
+      if (!*computed) continue;
+    }
     if (delayed_step_done()) {
       DEDLOC_RETURN_IF_ERROR(guard_torch("applying global step " + std::to_string(epoch_ + 1), [&] { finish_delayed_step(report); }));
     }
@@ -939,6 +984,7 @@ Status Trainer::train_until(TrainerReport& report) {
       DEDLOC_RETURN_IF_ERROR(guard_torch("taking global step " + std::to_string(epoch_ + 1), [&] { step(report); }));
     } else if (!stopping()) {
       match_ahead(state);
+      p.due_batch_look_again = wait_for_due_batch();
     }
     publish_donor_and_metrics(false);
   }
@@ -1088,6 +1134,7 @@ Result<bool> Trainer::compute_micro_batch() {
   if (p.outer && p.gradients.accumulated_samples() >= options_.collaboration.inner_batch_size) inner_step();
   double compute_end = now_seconds();
   p.compute_seconds += compute_end - compute_begin;
+  p.last_micro_batch_seconds = compute_end - compute_begin;
   p.ema.update(static_cast<std::uint64_t>(batch->size()), compute_end);
   p.samples_computed += static_cast<std::uint64_t>(batch->size());
   return true;

@@ -224,6 +224,10 @@ class Trainer {
   // (DiLoCo) the pseudo-gradient θ_outer − θ_local. Again after a failed round left it half-averaged.
   void write_update(bool again);
   void match_ahead(const collab::CollaborationState& state);
+  // TrainingOptions::wait_for_due_batch: waits while the others' micro-batches that end before our next one
+  // would complete the batch without it, up to what is left of this step's budget (one micro-batch's time).
+  // True when it waited: the caller looks at the swarm again before computing.
+  bool wait_for_due_batch();
   // Looks for the group of `epoch`'s gradient round in the background (Averager::prepare), in its bucket.
   void prepare_round(std::uint64_t epoch);
   void average_parameters();

@@ -85,6 +85,9 @@ struct ProgressRecord {
   // deadlines, once it has enough: collab/deadline_estimator.hpp), from which a newcomer starts; 0: none.
   double round_seconds = 0;
   double round_mad_seconds = 0;
+  // "mb": samples per micro-batch. Its samples then grow a micro-batch at a time, at `time` plus multiples
+  // of mb / sps (`time` is the end of a micro-batch), and others extrapolate them so; 0: continuously.
+  std::uint64_t micro_batch = 0;
   std::string peer;                        // not in the value: the owner subkey, filled by readers
 
   bool operator==(const ProgressRecord&) const = default;

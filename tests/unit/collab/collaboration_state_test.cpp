@@ -34,6 +34,39 @@ TEST_CASE("Estimate: samples at the global epoch, extrapolated to now, give the 
   CHECK(s.next_refresh_seconds == Approx(2.5 * 3 / 6));
 }
 
+TEST_CASE("Estimate: a record with its micro-batch size counts whole micro-batches as they end", "[unit][train]") {
+  // 40 samples/s in micro-batches of 16: one ends every 0.4 s after the record's time.
+  PeerProgress a = peer(3, 32, 40, 100);
+  a.micro_batch = 16;
+  CHECK(estimate_collaboration({a}, 1000, 100.39).samples_accumulated == Approx(32));       // the 3rd still running
+  CHECK(estimate_collaboration({a}, 1000, 100.4).samples_accumulated == Approx(48));        // ended just now
+  CHECK(estimate_collaboration({a}, 1000, 100.79).samples_accumulated == Approx(48));
+  CHECK(estimate_collaboration({a}, 1000, 101.2).samples_accumulated == Approx(32 + 3 * 16));
+  // Without a size the same record is extrapolated continuously (a peer of an older version).
+  a.micro_batch = 0;
+  CHECK(estimate_collaboration({a}, 1000, 100.39).samples_accumulated == Approx(32 + 0.39 * 40));
+  // The cap at the target holds either way.
+  a.micro_batch = 16;
+  CHECK(estimate_collaboration({a}, 100, 1000).samples_accumulated == Approx(100));
+
+  // 16 peers computing 8 micro-batches of 16 each for a batch of 2,048, one ending its 8th a moment before
+  // the others: counting parts of micro-batches, it would see 128 + 15 × (112 + 0.3 · 40) = 1,988 and start a
+  // 9th; whole micro-batches show 1,808 now and the batch complete 0.1 s later without it.
+  std::vector<PeerProgress> swarm;
+  for (int k = 0; k < 15; ++k) {
+    PeerProgress other = peer(5, 112, 40, 99.7);  // its 7th ended 0.3 s ago, its 8th ends in 0.1 s
+    other.micro_batch = 16;
+    swarm.push_back(other);
+  }
+  PeerProgress self = peer(5, 128, 0, 100);  // held where it is: not computing another
+  self.micro_batch = 16;
+  swarm.push_back(self);
+  CHECK(estimate_collaboration(swarm, 2048, 100).samples_accumulated == Approx(1808));
+  CHECK_FALSE(estimate_collaboration(swarm, 2048, 100.05).batch_ready());
+  CHECK(estimate_collaboration(swarm, 2048, 100.1).samples_accumulated == Approx(2048));
+  CHECK(estimate_collaboration(swarm, 2048, 100.1).batch_ready());
+}
+
 TEST_CASE("Estimate: clients follow, never lead, a stale record cannot promise a batch forever", "[unit][train]") {
   // A client claims epoch 9; the nodes are at 4: the global epoch is 4.
   auto s = estimate_collaboration({peer(9, 10, 5, 100, true), peer(4, 10, 5, 100)}, 100, 100);
@@ -79,6 +112,7 @@ TEST_CASE("Progress records round-trip, and hostile ones are refused", "[unit][t
   p.params_hash = 0xfedcba9876543210ull;  // the full 64 bits survive
   p.round_seconds = 3.3;
   p.round_mad_seconds = 0.05;
+  p.micro_batch = 16;
   auto back = decode_progress(encode_progress(p));
   REQUIRE(back.is_ok());
   CHECK(*back == p);
@@ -88,6 +122,7 @@ TEST_CASE("Progress records round-trip, and hostile ones are refused", "[unit][t
   REQUIRE(plain_back.is_ok());
   CHECK(plain_back->params_hash == 0);
   CHECK(plain_back->round_seconds == 0);
+  CHECK(plain_back->micro_batch == 0);
   wire::MapWriter negative_round;
   negative_round.put("epoch", std::uint64_t{1}).put("n", std::uint64_t{2}).put("sps", 1.0).put("t", 1.0).put("rs", -1.0);
   CHECK(decode_progress(negative_round.to_bytes()).status().code() == Code::kMalformed);
