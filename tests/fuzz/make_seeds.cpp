@@ -310,8 +310,12 @@ Bytes signed_entry_input(std::uint8_t family, const std::string& key, const Byte
 }
 
 void records_seeds(const fs::path& dir) {
-  collab::PeerProgress progress{12, 640, 123.5, fuzz::kRecordsNow - 3, false, 1.25e7, 300, ""};
-  collab::PeerProgress client{12, 64, 10, fuzz::kRecordsNow - 1, true, 1e6, 0, ""};
+  collab::PeerProgress progress{.epoch = 12, .samples_accumulated = 640, .samples_per_second = 123.5,
+                                .time = fuzz::kRecordsNow - 3, .bandwidth = 1.25e7, .compute = 300,
+                                .params_hash = 0x0123456789abcdefull, .round_seconds = 2.5, .round_mad_seconds = 0.25,
+                                .micro_batch = 16};
+  collab::PeerProgress client{.epoch = 12, .samples_accumulated = 64, .samples_per_second = 10,
+                              .time = fuzz::kRecordsNow - 1, .client_mode = true, .bandwidth = 1e6};
   collab::PeerMetrics metrics{12, 2.5, 123.5, 20, "trainer", 4096, 7, fuzz::kRecordsNow - 2, ""};
   collab::PeerMetrics aux{12, std::nullopt, 0, 0, "aux", 0, 30, fuzz::kRecordsNow - 2, ""};
   const Bytes progress_value = collab::encode_progress(progress);
