@@ -1,6 +1,7 @@
 #include "dedloc/train/swarm_presence.hpp"
 
 #include <future>
+#include <optional>
 
 namespace dedloc::train {
 
@@ -28,6 +29,7 @@ SwarmPresence::SwarmPresence(zmq::context_t& context, dht::Node& node, const cry
 }
 
 SwarmPresence::~SwarmPresence() {
+  publisher_.stop();
   tracker_.reset();
   averager_.reset();
 }
@@ -87,17 +89,22 @@ void SwarmPresence::publish_donor_and_metrics(const collab::PeerMetrics& metrics
   auto now = std::chrono::steady_clock::now();
   if (!force && now - last_donor_advert_ < options_.record_ttl / 3) return;
   last_donor_advert_ = now;
-  const auto deadline = Deadline::after(std::chrono::seconds(3));
-  if (!donor_endpoint_.empty()) {
-    auto info = state_server_->donor_info(net::PeerAddress{donor_endpoint_, node_.id()});
-    auto advertised = avg::advertise_donor(node_, options_.run_id, info, options_.record_ttl, deadline);
-    if (!advertised) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "donor advertisement: " << advertised.status().to_string();
-  }
-  auto stored = collab::publish_metrics(node_, options_.run_id, metrics, options_.record_ttl, deadline);
-  if (!stored.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "metrics record: " << stored.to_string();
+  std::optional<avg::DonorInfo> info;
+  if (!donor_endpoint_.empty()) info = state_server_->donor_info(net::PeerAddress{donor_endpoint_, node_.id()});
+  // Off the training thread: the stores take a lookup and a store each, at the swarm's round trips.
+  publisher_.post([this, info = std::move(info), metrics] {
+    const auto deadline = Deadline::after(std::chrono::seconds(3));
+    if (info) {
+      auto advertised = avg::advertise_donor(node_, options_.run_id, *info, options_.record_ttl, deadline);
+      if (!advertised) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "donor advertisement: " << advertised.status().to_string();
+    }
+    auto stored = collab::publish_metrics(node_, options_.run_id, metrics, options_.record_ttl, deadline);
+    if (!stored.is_ok()) Logger::Line(options_.log, LogLevel::kDebug, kLog) << "metrics record: " << stored.to_string();
+  });
 }
 
 void SwarmPresence::withdraw_records(Deadline deadline) {
+  publisher_.stop();  // no metrics record stored after it is withdrawn
   auto metrics = std::async(std::launch::async, [&] {
     return collab::withdraw_metrics(node_, options_.run_id, options_.record_ttl, deadline);
   });

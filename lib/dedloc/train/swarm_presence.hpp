@@ -21,6 +21,7 @@
 #include "dedloc/avg/state_transfer.hpp"
 #include "dedloc/collab/progress.hpp"
 #include "dedloc/collab/progress_tracker.hpp"
+#include "dedloc/core/latest_job.hpp"
 #include "dedloc/relay/relay_keeper.hpp"
 
 namespace dedloc::train {
@@ -57,7 +58,7 @@ class SwarmPresence {
   const std::string& donor_endpoint() const { return donor_endpoint_; }
 
   // Refreshes the donor advertisement and the metrics record when a third of their TTL has passed, at once
-  // with `force` or when our relay changed.
+  // with `force` or when our relay changed: in the background (a newer refresh replaces one not yet begun).
   void publish_donor_and_metrics(const collab::PeerMetrics& metrics, bool force);
   // Withdraws our progress and metrics records, so that others stop counting us at once (errors are logged
   // at debug level: a record nobody withdraws still expires with its TTL). Both at once, by `deadline`: a
@@ -77,6 +78,7 @@ class SwarmPresence {
   std::unique_ptr<relay::RelayKeeper> relay_keeper_;  // client mode, when a relay took us
   std::string donor_endpoint_;
   TimePoint last_donor_advert_{};
+  LatestJob publisher_;  // the donor advertisement and metrics record; stopped before anything it uses goes
 };
 
 }  // namespace dedloc::train
