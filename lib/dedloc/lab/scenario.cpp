@@ -1,6 +1,7 @@
 #include "dedloc/lab/scenario.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "dedloc/core/config.hpp"
@@ -60,6 +61,17 @@ std::vector<std::pair<Duration, bool>> alternation(const Fault& f, size_t index,
     changes.push_back({t, on});
   }
   return changes;
+}
+
+size_t mean_peers_in(const Scenario& s, const PeerGroup& g) {
+  for (const Fault& f : s.faults) {
+    if (f.kind != Fault::Kind::kAlternate || f.target != g.name || f.on <= Duration::zero() || f.off <= Duration::zero()) {
+      continue;
+    }
+    const double share = std::chrono::duration<double>(f.on) / std::chrono::duration<double>(f.on + f.off);
+    return static_cast<size_t>(std::lround(static_cast<double>(g.count) * share));
+  }
+  return g.count;
 }
 
 size_t Scenario::peer_count() const {

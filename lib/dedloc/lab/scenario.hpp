@@ -92,6 +92,11 @@ struct Scenario {
   size_t peer_count() const;
 };
 
+// How many of group `g`'s peers are in at a time on average: all of them, or for a group that alternates
+// (Fault::Kind::kAlternate), the share of each cycle they run, rounded (what the planner's prediction for
+// the scenario counts: a part-time peer that is away half the time adds half a peer).
+size_t mean_peers_in(const Scenario& s, const PeerGroup& g);
+
 Result<Scenario> load_scenario(const std::string& path);
 
 std::string_view role_name(PeerRole role);

@@ -150,8 +150,8 @@ std::optional<std::string> first_endpoint(const std::string& ready_line) {
 }
 
 // The planner's prediction (docs/planner.md) for the scenario's peers: the trainers and aux peers (compute
-// 0 for aux), with their links; what `dedloc-plan` prints for the same peers file.
-// The planner's prediction for the scenario's peers (nullopt, with `note` saying why, when it cannot make one).
+// 0 for aux), with their links, part-time groups by the peers in on average (mean_peers_in); what
+// `dedloc-plan` prints for the same peers file. Nullopt, with `note` saying why, when it cannot make one.
 std::optional<plan::StepPrediction> predict(const Scenario& s, const RecipeFacts& recipe, std::string& note) {
   if (recipe.parameters <= 0 || recipe.batch <= 0) {
     note = "no prediction: the recipe states no model.parameters or training.target_batch_size";
@@ -167,7 +167,12 @@ std::optional<plan::StepPrediction> predict(const Scenario& s, const RecipeFacts
   collaboration.params = recipe.parameters;
   collaboration.codec = *codec;
   for (const PeerGroup& g : s.groups) {
-    for (size_t i = 0; i < g.count; ++i) {
+    const size_t in = mean_peers_in(s, g);
+    if (in != g.count) {
+      note = "the " + std::to_string(g.count) + " part-time peers of '" + g.name + "' counted as " + std::to_string(in) +
+             ", the share of their cycle they are in";
+    }
+    for (size_t i = 0; i < in; ++i) {
       // An unlimited lab link is, for the planner, faster than anything that matters: 10 Gbit/s.
       collaboration.peers.push_back({g.name + "-" + std::to_string(i), g.role == PeerRole::kAux ? 0.0 : g.compute,
                                      g.link.download > 0 ? g.link.download : 1.25e9,

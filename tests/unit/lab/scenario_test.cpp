@@ -1,6 +1,8 @@
 // Lab scenarios: the shipped ones load, and mistakes are named with their key and file.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include <filesystem>
 #include <fstream>
 
@@ -171,4 +173,10 @@ TEST_CASE("Lab scenarios: part-time peers alternate on and off, each a stagger f
   // Peer 4 is 120 s along: 20 s into the next cycle (the stagger wraps around on + off).
   CHECK(alternation(f, 4, seconds(60)) == Changes{{seconds(50), false}});
   CHECK(alternation(f, 0, seconds(10)).empty());
+
+  // The planner's prediction counts a part-time group by the peers in on average: 60 of every 100 s.
+  for (const auto& g : s->groups) {
+    if (g.name == "home") CHECK(mean_peers_in(*s, g) == static_cast<size_t>(std::lround(0.6 * static_cast<double>(g.count))));
+    else CHECK(mean_peers_in(*s, g) == g.count);
+  }
 }
