@@ -41,8 +41,8 @@ void DivergenceWatch::on_resynced(std::uint64_t epoch) {
   stepped_in_full_since_ = false;
 }
 
-void DivergenceWatch::on_step(bool averaged_in_full) {
-  if (resynced_at_) stepped_in_full_since_ = averaged_in_full;
+void DivergenceWatch::on_step(bool averaged_with_swarm) {
+  if (resynced_at_) stepped_in_full_since_ = averaged_with_swarm;
 }
 
 }  // namespace dedloc::collab

@@ -13,9 +13,10 @@
 //             rest before they report; with two peers nothing is ever decided (nobody is the majority).
 //
 // DivergenceWatch turns verdicts into actions. A resync is a download of a donor's state whose hash is the
-// majority's. If the first step after a resync was averaged in full and we still differ, our hardware or
-// libraries compute the optimizer step differently in the last bits (a GPU among CPUs, another BLAS):
-// resyncing every step would only cost downloads, so the watch gives up, and says so once.
+// majority's. If the first step after a resync was averaged in full, in a group of most of the swarm, and
+// we still differ, our hardware or libraries compute the optimizer step differently in the last bits (a GPU
+// among CPUs, another BLAS): resyncing every step would only cost downloads, so the watch gives up, and
+// says so once.
 #pragma once
 
 #include <cstdint>
@@ -47,8 +48,9 @@ class DivergenceWatch {
   Action on_verdict(const DivergenceVerdict& verdict, std::uint64_t epoch);
   // A resync loaded a state at `epoch` carrying the majority's hash.
   void on_resynced(std::uint64_t epoch);
-  // A step was taken: `averaged_in_full` when the whole vector came back averaged from a group.
-  void on_step(bool averaged_in_full);
+  // A step was taken: `averaged_with_swarm` when the whole vector came back averaged from a group of most of
+  // the swarm (collab::averaged_with_swarm; a group of a few that formed apart leaves us apart too).
+  void on_step(bool averaged_with_swarm);
   bool enabled() const { return enabled_; }
 
  private:

@@ -21,6 +21,11 @@ bool applies(StepOutcome outcome) {
   return outcome != StepOutcome::kSkippedLocal && outcome != StepOutcome::kSkippedAverage;
 }
 
+bool averaged_with_swarm(const StepFacts& facts) {
+  return classify_step(facts) == StepOutcome::kAveraged && facts.averaged_fraction >= 1 &&
+         2 * facts.group_size > facts.other_trainers + 1;
+}
+
 std::string describe_step(const StepFacts& facts, StepOutcome outcome) {
   switch (outcome) {
     case StepOutcome::kSkippedLocal: return "skipped: our accumulated gradients are not finite";

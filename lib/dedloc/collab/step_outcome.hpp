@@ -55,6 +55,13 @@ StepOutcome classify_step(const StepFacts& facts);
 // Whether the optimizer applies the gradients (the epoch advances) with this outcome.
 bool applies(StepOutcome outcome);
 
+// Whether the step averaged with the swarm: the whole vector came back averaged from a group of more than
+// half the run's trainers (group members that are aux peers count too: they are not told apart here). A
+// group of a few, formed while the rest of the swarm formed another, averages in full yet leaves its members
+// with parameters the majority does not have (collab/divergence.hpp must not take that for arithmetic that
+// differs).
+bool averaged_with_swarm(const StepFacts& facts);
+
 // The log's account of the step: "averaged in a group of 3 (found ahead)", "alone (no other peer in the
 // run)", "with local gradients: <why>", "skipped: ...".
 std::string describe_step(const StepFacts& facts, StepOutcome outcome);

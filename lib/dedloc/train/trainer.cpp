@@ -675,7 +675,7 @@ void Trainer::conclude_step(TrainerReport& report, const collab::StepFacts& fact
   }
   if (apply) {
     apply_gradients(outcome, inputs.sample_ids);
-    p.divergence.on_step(outcome == collab::StepOutcome::kAveraged && facts.averaged_fraction >= 1);
+    p.divergence.on_step(collab::averaged_with_swarm(facts));
   } else if (p.outer) {
     p.outer->restart_local();  // the inner steps of a skipped outer step are discarded
     p.inner_steps = 0;
@@ -1101,7 +1101,7 @@ bool Trainer::resync_if_diverged(TrainerReport& report) {
     case collab::DivergenceWatch::Action::kGiveUp:
       Logger::Line(options_.log, LogLevel::kWarning, kLog)
           << "epoch " << epoch_ << ": our parameters differ from the swarm's again right after a resync and a step "
-          << "averaged in full: this peer's hardware or libraries round the optimizer step differently; no more "
+          << "averaged in full with most of the swarm: this peer's hardware or libraries round the optimizer step differently; no more "
           << "resyncs for divergence (collaboration.resync_divergent)";
       return false;
     case collab::DivergenceWatch::Action::kResync: break;

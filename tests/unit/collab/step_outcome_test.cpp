@@ -61,3 +61,23 @@ TEST_CASE("Each set of facts gives one outcome, and only skipped steps apply not
   for (auto outcome : {StepOutcome::kAveraged, StepOutcome::kAlone, StepOutcome::kLocal}) CHECK(applies(outcome));
   for (auto outcome : {StepOutcome::kSkippedLocal, StepOutcome::kSkippedAverage}) CHECK_FALSE(applies(outcome));
 }
+
+TEST_CASE("A step averaged with the swarm: in full, in a group of more than half the trainers", "[unit][collab][step]") {
+  CHECK(averaged_with_swarm(averaged_with(3)));  // everyone
+  auto part = averaged_with(3);
+  part.averaged_fraction = 0.9;  // a reducer failed: a tenth of the vector is our own
+  CHECK_FALSE(averaged_with_swarm(part));
+  // The lab's part-time run: a group of 6 formed while 17 others formed theirs, in a swarm of 21 trainers.
+  auto apart = averaged_with(6);
+  apart.other_trainers = 20;
+  CHECK_FALSE(averaged_with_swarm(apart));
+  auto most = averaged_with(11);
+  most.other_trainers = 20;
+  CHECK(averaged_with_swarm(most));
+  // Two of four is not more than half.
+  auto half = averaged_with(2);
+  half.other_trainers = 3;
+  CHECK_FALSE(averaged_with_swarm(half));
+  StepFacts alone;
+  CHECK_FALSE(averaged_with_swarm(alone));
+}
