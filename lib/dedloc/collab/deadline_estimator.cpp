@@ -52,11 +52,17 @@ void DeadlineEstimator::seed(Duration median, Duration mad) {
 
 Duration DeadlineEstimator::deadline() const {
   const bool own = durations_.size() >= options_.min_samples;
-  if (!own && seed_median_ == Duration::zero()) return options_.ceiling;
-  const double m = std::chrono::duration<double>(own ? median() : seed_median_).count();
-  const double spread = std::chrono::duration<double>(own ? mad() : seed_mad_).count();
+  const bool seeded = seed_median_ > Duration::zero();
+  if (!own && !seeded) return options_.ceiling;
+  const auto formula = [&](Duration median_duration, Duration mad_duration) {
+    const double m = std::chrono::duration<double>(median_duration).count();
+    const double spread = std::chrono::duration<double>(mad_duration).count();
+    return std::max(m + options_.k * spread, options_.factor * m);
+  };
+  double typical = own ? formula(median(), mad()) : 0;
+  if (seeded) typical = std::max(typical, formula(seed_median_, seed_mad_));  // the swarm's: a floor under ours
   const double growth = static_cast<double>(std::uint64_t{1} << std::min<std::size_t>(timeouts_in_a_row_, 20));
-  const double estimate = std::max(m + options_.k * spread, options_.factor * m) * growth;
+  const double estimate = typical * growth;
   const Duration wanted = from_seconds(std::min(estimate, std::chrono::duration<double>(options_.ceiling).count()));
   return std::clamp(wanted, options_.floor, options_.ceiling);
 }

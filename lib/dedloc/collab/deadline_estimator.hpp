@@ -14,7 +14,10 @@
 //
 // A newcomer need not start from the ceiling: peers publish their median and MAD in their progress
 // records, and seed() takes the swarm's figures as the estimate until min_samples rounds of its own
-// completed (the same formula over them; a timeout still doubles it).
+// completed (the same formula over them; a timeout still doubles it). After that the swarm's figures stay
+// a floor under our own: a peer whose rounds were all far shorter than the swarm's averaged in groups far
+// smaller (a latecomer that met only aux peers for a few rounds learned 1 s in the lab, then cut the whole
+// swarm's 4 s round short as a reducer: everyone else waited out their own deadline for its part).
 //
 // Sans-IO: durations in, a deadline out; the caller measures (train/trainer.cpp) and tests replay recorded
 // sequences (tests/unit/collab/deadline_estimator_test.cpp).
@@ -46,7 +49,8 @@ class DeadlineEstimator {
   // A round that its deadline cut short (its duration is unknown, and longer than the deadline).
   void observe_timeout();
   // The swarm's typical round (the median of the medians other peers published, and of their MADs): the
-  // estimate while fewer than min_samples rounds of our own completed. A zero median clears it.
+  // estimate while fewer than min_samples rounds of our own completed, a floor under ours after. A zero
+  // median clears it.
   void seed(Duration median, Duration mad);
 
   Duration deadline() const;

@@ -38,9 +38,9 @@ struct TrainingOptions {
   // Epochs between averaging the parameters themselves (after that epoch's step), which repairs the drift
   // of peers that once stepped with their own gradients or diverged otherwise; 0: never.
   std::uint64_t average_parameters_every = 0;
-  // Synchronous: when the swarm's global batch is due before another micro-batch of ours would end, wait
-  // for it (at most one micro-batch's time per step) instead of starting one the whole group then waits
-  // for; false: compute until the batch is there.
+  // Synchronous: when the others' micro-batches that end before another of ours would complete the swarm's
+  // global batch without it, wait for them (at most one micro-batch's time per step) instead of starting
+  // one the whole group then waits for; false: compute until the batch is there.
   bool wait_for_due_batch = true;
 };
 

@@ -417,15 +417,19 @@ void Trainer::average_gradients(collab::StepFacts& facts) {
 
 void Trainer::seed_round_deadline() {
   auto& p = *parts_;
-  if (!p.round_deadline || p.round_deadline->learned()) return;
-  // Until our own rounds decide, the swarm's: the median of the figures the others published.
+  if (!p.round_deadline) return;
+  // The swarm's figures, the median of those the others published: our estimate until our own rounds
+  // decide, a floor under it after (collab/deadline_estimator.hpp). None published: none kept.
   std::vector<double> medians, mads;
   for (const auto& record : p.swarm.tracker().others_records()) {
     if (record.round_seconds <= 0) continue;
     medians.push_back(record.round_seconds);
     mads.push_back(record.round_mad_seconds);
   }
-  if (medians.empty()) return;
+  if (medians.empty()) {
+    p.round_deadline->seed(Duration::zero(), Duration::zero());
+    return;
+  }
   auto median = [](std::vector<double> values) {
     std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2), values.end());
     return values[values.size() / 2];
@@ -1101,8 +1105,8 @@ bool Trainer::resync_if_diverged(TrainerReport& report) {
     case collab::DivergenceWatch::Action::kGiveUp:
       Logger::Line(options_.log, LogLevel::kWarning, kLog)
           << "epoch " << epoch_ << ": our parameters differ from the swarm's again right after a resync and a step "
-          << "averaged in full with most of the swarm: this peer's hardware or libraries round the optimizer step differently; no more "
-          << "resyncs for divergence (collaboration.resync_divergent)";
+          << "averaged in full with most of the swarm: this peer's hardware or libraries round the optimizer step "
+          << "differently; no more resyncs for divergence (collaboration.resync_divergent)";
       return false;
     case collab::DivergenceWatch::Action::kResync: break;
   }
