@@ -26,18 +26,26 @@ DivergenceWatch::Action DivergenceWatch::on_verdict(const DivergenceVerdict& ver
   if (!enabled_) return Action::kNone;
   if (!verdict.diverged) {
     // Agreeing with a majority after the resync's epoch: the resync held.
-    if (resynced_at_ && verdict.swarm_hash != 0 && epoch > *resynced_at_) resynced_at_.reset();
+    if (resynced_at_ && verdict.swarm_hash != 0 && epoch > *resynced_at_) {
+      resynced_at_.reset();
+      resyncs_in_a_row_ = 0;
+    }
     return Action::kNone;
   }
   if (resynced_at_ && epoch > *resynced_at_ && stepped_in_full_since_) {
     enabled_ = false;
     return Action::kGiveUp;
   }
+  if (resynced_at_ && epoch > *resynced_at_ && resyncs_in_a_row_ >= kMaxResyncsInARow) {
+    enabled_ = false;
+    return Action::kGiveUpAfterRepeats;
+  }
   return Action::kResync;
 }
 
 void DivergenceWatch::on_resynced(std::uint64_t epoch) {
   resynced_at_ = epoch;
+  ++resyncs_in_a_row_;
   stepped_in_full_since_ = false;
 }
 

@@ -43,7 +43,11 @@ class DivergenceWatch {
     kNone,
     kResync,  // download the state of a donor whose hash is verdict.swarm_hash
     kGiveUp,  // we differ again right after a resync and a step averaged in full: stop resyncing (log it)
+    // we differ again after kMaxResyncsInARow resyncs that did not hold (each followed by a step in a group
+    // of a few, formed apart from the swarm): downloads are not helping, stop resyncing (log it)
+    kGiveUpAfterRepeats,
   };
+  static constexpr int kMaxResyncsInARow = 3;
 
   Action on_verdict(const DivergenceVerdict& verdict, std::uint64_t epoch);
   // A resync loaded a state at `epoch` carrying the majority's hash.
@@ -57,6 +61,7 @@ class DivergenceWatch {
   bool enabled_ = true;
   std::optional<std::uint64_t> resynced_at_;  // the epoch of the last resync, until we agree again
   bool stepped_in_full_since_ = false;       // since that resync, the latest step was averaged in full
+  int resyncs_in_a_row_ = 0;                  // resyncs since we last agreed with a majority after one
 };
 
 }  // namespace dedloc::collab

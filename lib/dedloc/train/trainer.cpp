@@ -1108,6 +1108,12 @@ bool Trainer::resync_if_diverged(TrainerReport& report) {
           << "averaged in full with most of the swarm: this peer's hardware or libraries round the optimizer step "
           << "differently; no more resyncs for divergence (collaboration.resync_divergent)";
       return false;
+    case collab::DivergenceWatch::Action::kGiveUpAfterRepeats:
+      Logger::Line(options_.log, LogLevel::kWarning, kLog)
+          << "epoch " << epoch_ << ": our parameters differ from the swarm's again after "
+          << collab::DivergenceWatch::kMaxResyncsInARow << " resyncs in a row, each followed by a step in a small "
+          << "group formed apart from the rest: no more resyncs for divergence (collaboration.resync_divergent)";
+      return false;
     case collab::DivergenceWatch::Action::kResync: break;
   }
   if (std::chrono::steady_clock::now() < p.next_catch_up) return false;  // the backoff after a failed attempt

@@ -76,3 +76,24 @@ TEST_CASE("Divergence watch: resync, then give up when a step averaged in full l
   CHECK_FALSE(watch.enabled());
   CHECK(watch.on_verdict(apart, 15) == DivergenceWatch::Action::kNone);
 }
+
+TEST_CASE("Divergence watch: resyncs that never hold (steps in groups of a few) stop after three in a row",
+          "[unit][collab]") {
+  DivergenceWatch watch;
+  const DivergenceVerdict apart{true, 0xA, 2, 3};
+  const DivergenceVerdict agreeing{false, 0xA, 3, 3};
+  // A resync that held resets the count.
+  CHECK(watch.on_verdict(apart, 1) == DivergenceWatch::Action::kResync);
+  watch.on_resynced(1);
+  watch.on_step(false);
+  CHECK(watch.on_verdict(agreeing, 2) == DivergenceWatch::Action::kNone);
+  // Then three that do not: each followed by a step that did not average with the swarm.
+  std::uint64_t epoch = 5;
+  for (int k = 0; k < DivergenceWatch::kMaxResyncsInARow; ++k, ++epoch) {
+    CHECK(watch.on_verdict(apart, epoch) == DivergenceWatch::Action::kResync);
+    watch.on_resynced(epoch);
+    watch.on_step(false);
+  }
+  CHECK(watch.on_verdict(apart, epoch) == DivergenceWatch::Action::kGiveUpAfterRepeats);
+  CHECK_FALSE(watch.enabled());
+}
