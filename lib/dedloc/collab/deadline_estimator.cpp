@@ -50,6 +50,11 @@ void DeadlineEstimator::seed(Duration median, Duration mad) {
   seed_mad_ = seed_median_ > Duration::zero() && mad > Duration::zero() ? mad : Duration::zero();
 }
 
+void DeadlineEstimator::floor_at(Duration median, Duration mad) {
+  floor_median_ = median > Duration::zero() ? median : Duration::zero();
+  floor_mad_ = floor_median_ > Duration::zero() && mad > Duration::zero() ? mad : Duration::zero();
+}
+
 Duration DeadlineEstimator::deadline() const {
   const bool own = durations_.size() >= options_.min_samples;
   const bool seeded = seed_median_ > Duration::zero();
@@ -59,8 +64,8 @@ Duration DeadlineEstimator::deadline() const {
     const double spread = std::chrono::duration<double>(mad_duration).count();
     return std::max(m + options_.k * spread, options_.factor * m);
   };
-  double typical = own ? formula(median(), mad()) : 0;
-  if (seeded) typical = std::max(typical, formula(seed_median_, seed_mad_));  // the swarm's: a floor under ours
+  double typical = own ? formula(median(), mad()) : formula(seed_median_, seed_mad_);
+  if (floor_median_ > Duration::zero()) typical = std::max(typical, formula(floor_median_, floor_mad_));
   const double growth = static_cast<double>(std::uint64_t{1} << std::min<std::size_t>(timeouts_in_a_row_, 20));
   const double estimate = typical * growth;
   const Duration wanted = from_seconds(std::min(estimate, std::chrono::duration<double>(options_.ceiling).count()));

@@ -14,10 +14,10 @@
 //
 // A newcomer need not start from the ceiling: peers publish their median and MAD in their progress
 // records, and seed() takes the swarm's figures as the estimate until min_samples rounds of its own
-// completed (the same formula over them; a timeout still doubles it). After that the swarm's figures stay
-// a floor under our own: a peer whose rounds were all far shorter than the swarm's averaged in groups far
-// smaller (a latecomer that met only aux peers for a few rounds learned 1 s in the lab, then cut the whole
-// swarm's 4 s round short as a reducer: everyone else waited out their own deadline for its part).
+// completed (the same formula over them; a timeout still doubles it). floor_at() keeps the swarm's figures
+// a floor under our own after that: a peer whose rounds were all far shorter than the swarm's averaged in
+// groups far smaller (a latecomer that met only aux peers for a few rounds learned 1 s in the lab, then cut
+// the whole swarm's 4 s round short as a reducer: everyone else waited out their own deadline for its part).
 //
 // Sans-IO: durations in, a deadline out; the caller measures (train/trainer.cpp) and tests replay recorded
 // sequences (tests/unit/collab/deadline_estimator_test.cpp).
@@ -48,10 +48,12 @@ class DeadlineEstimator {
   void observe(Duration duration);
   // A round that its deadline cut short (its duration is unknown, and longer than the deadline).
   void observe_timeout();
-  // The swarm's typical round (the median of the medians other peers published, and of their MADs): the
-  // estimate while fewer than min_samples rounds of our own completed, a floor under ours after. A zero
-  // median clears it.
+  // A prior (the swarm's typical round: the median of the medians other peers published, and of their
+  // MADs): the estimate while fewer than min_samples rounds of our own completed. A zero median clears it.
   void seed(Duration median, Duration mad);
+  // A floor (the same figures): the deadline is never below what the formula gives over them, whatever our
+  // own rounds say. A zero median clears it.
+  void floor_at(Duration median, Duration mad);
 
   Duration deadline() const;
   std::size_t samples() const { return durations_.size(); }
@@ -63,7 +65,8 @@ class DeadlineEstimator {
   DeadlineEstimatorOptions options_;
   std::deque<Duration> durations_;
   std::size_t timeouts_in_a_row_ = 0;  // each doubles the deadline until a round completes
-  Duration seed_median_{}, seed_mad_{};  // the swarm's figures (seed()); zero: none
+  Duration seed_median_{}, seed_mad_{};    // the prior (seed()); zero: none
+  Duration floor_median_{}, floor_mad_{};  // the floor (floor_at()); zero: none
 };
 
 }  // namespace dedloc::collab

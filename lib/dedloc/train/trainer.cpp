@@ -419,7 +419,7 @@ void Trainer::seed_round_deadline() {
   auto& p = *parts_;
   if (!p.round_deadline) return;
   // The swarm's figures, the median of those the others published: our estimate until our own rounds
-  // decide, a floor under it after (collab/deadline_estimator.hpp). None published: none kept.
+  // decide, and a floor under it always (collab/deadline_estimator.hpp). None published: no floor.
   std::vector<double> medians, mads;
   for (const auto& record : p.swarm.tracker().others_records()) {
     if (record.round_seconds <= 0) continue;
@@ -427,14 +427,16 @@ void Trainer::seed_round_deadline() {
     mads.push_back(record.round_mad_seconds);
   }
   if (medians.empty()) {
-    p.round_deadline->seed(Duration::zero(), Duration::zero());
+    p.round_deadline->floor_at(Duration::zero(), Duration::zero());
     return;
   }
   auto median = [](std::vector<double> values) {
     std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2), values.end());
     return values[values.size() / 2];
   };
-  p.round_deadline->seed(from_seconds(median(medians)), from_seconds(median(mads)));
+  const Duration swarm_median = from_seconds(median(medians)), swarm_mad = from_seconds(median(mads));
+  if (!p.round_deadline->learned()) p.round_deadline->seed(swarm_median, swarm_mad);
+  p.round_deadline->floor_at(swarm_median, swarm_mad);
 }
 
 namespace {

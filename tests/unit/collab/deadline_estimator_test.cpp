@@ -141,7 +141,7 @@ TEST_CASE("Deadline estimator: one slow round does not move the deadline much (t
   CHECK(seconds(eager.deadline()) == Approx(6.6));
 }
 
-TEST_CASE("Deadline estimator: a newcomer starts from the swarm's published figures, then from its own rounds above them",
+TEST_CASE("Deadline estimator: a newcomer starts from the swarm's published figures, then from its own rounds, the swarm's a floor if set",
           "[unit][deadline]") {
   DeadlineEstimator joiner(recipe_bounds());
   // The others' rounds take 3.3 s give or take 0.05 s: the first round already gets about 2 x 3.3 s.
@@ -150,17 +150,19 @@ TEST_CASE("Deadline estimator: a newcomer starts from the swarm's published figu
   // A timeout still doubles it (the swarm's figures were wrong for us).
   joiner.observe_timeout();
   CHECK(seconds(joiner.deadline()) == Approx(13.2).epsilon(0.01));
-  // Once five rounds of its own completed, they decide, with the swarm's figures as a floor: rounds of its
-  // own far shorter than the swarm's were in far smaller groups, and a deadline learned there would cut
-  // the swarm's rounds short.
+  // Once five rounds of its own completed, they decide, whatever was published as a prior.
   observe_all(joiner, {0.44, 0.47, 0.45, 0.43, 0.46});
   CHECK(joiner.learned());
-  CHECK(seconds(joiner.deadline()) == Approx(6.6).epsilon(0.01));
-  joiner.seed(Duration::zero(), Duration::zero());  // nobody publishes any more: our own rounds alone
   CHECK(joiner.deadline() == 1s);
-  // Rounds of its own longer than the swarm's say: its own decide (2 x the median of 2 s).
+  // Unless the swarm's figures are a floor (the trainer sets one): rounds of its own far shorter than the
+  // swarm's were in far smaller groups, and a deadline learned there would cut the swarm's rounds short.
+  joiner.floor_at(from_seconds(3.3), from_seconds(0.05));
+  CHECK(seconds(joiner.deadline()) == Approx(6.6).epsilon(0.01));
+  joiner.floor_at(Duration::zero(), Duration::zero());  // nobody publishes any more: our own rounds alone
+  CHECK(joiner.deadline() == 1s);
+  // Rounds of its own longer than the floor: its own decide (2 x the median of 2 s).
   DeadlineEstimator slower(recipe_bounds());
-  slower.seed(from_seconds(0.2), from_seconds(0.01));
+  slower.floor_at(from_seconds(0.2), from_seconds(0.01));
   observe_all(slower, {2.0, 2.0, 2.0, 2.0, 2.0});
   CHECK(seconds(slower.deadline()) == Approx(4.0).epsilon(0.01));
   // Nothing published (a median of 0): the recipe's timeout, as before any seed.
