@@ -46,26 +46,28 @@ Duration DeadlineEstimator::mad() const {
 }
 
 void DeadlineEstimator::seed(Duration median, Duration mad) {
-  seed_median_ = median > Duration::zero() ? median : Duration::zero();
-  seed_mad_ = seed_median_ > Duration::zero() && mad > Duration::zero() ? mad : Duration::zero();
+  seed_ = Figures::of(median, mad);
 }
 
 void DeadlineEstimator::floor_at(Duration median, Duration mad) {
-  floor_median_ = median > Duration::zero() ? median : Duration::zero();
-  floor_mad_ = floor_median_ > Duration::zero() && mad > Duration::zero() ? mad : Duration::zero();
+  floor_ = Figures::of(median, mad);
+}
+
+DeadlineEstimator::Figures DeadlineEstimator::Figures::of(Duration median, Duration mad) {
+  if (median <= Duration::zero()) return {};
+  return {median, std::max(mad, Duration::zero())};
 }
 
 Duration DeadlineEstimator::deadline() const {
   const bool own = durations_.size() >= options_.min_samples;
-  const bool seeded = seed_median_ > Duration::zero();
-  if (!own && !seeded) return options_.ceiling;
-  const auto formula = [&](Duration median_duration, Duration mad_duration) {
-    const double m = std::chrono::duration<double>(median_duration).count();
-    const double spread = std::chrono::duration<double>(mad_duration).count();
+  if (!own && !seed_.known()) return options_.ceiling;
+  const auto formula = [&](const Figures& figures) {
+    const double m = std::chrono::duration<double>(figures.median).count();
+    const double spread = std::chrono::duration<double>(figures.mad).count();
     return std::max(m + options_.k * spread, options_.factor * m);
   };
-  double typical = own ? formula(median(), mad()) : formula(seed_median_, seed_mad_);
-  if (floor_median_ > Duration::zero()) typical = std::max(typical, formula(floor_median_, floor_mad_));
+  double typical = formula(own ? Figures{median(), mad()} : seed_);
+  if (floor_.known()) typical = std::max(typical, formula(floor_));
   const double growth = static_cast<double>(std::uint64_t{1} << std::min<std::size_t>(timeouts_in_a_row_, 20));
   const double estimate = typical * growth;
   const Duration wanted = from_seconds(std::min(estimate, std::chrono::duration<double>(options_.ceiling).count()));

@@ -65,8 +65,14 @@ class DeadlineEstimator {
   DeadlineEstimatorOptions options_;
   std::deque<Duration> durations_;
   std::size_t timeouts_in_a_row_ = 0;  // each doubles the deadline until a round completes
-  Duration seed_median_{}, seed_mad_{};    // the prior (seed()); zero: none
-  Duration floor_median_{}, floor_mad_{};  // the floor (floor_at()); zero: none
+  // A round's typical duration as others published it: a median and a MAD (a zero median: none).
+  struct Figures {
+    Duration median{}, mad{};
+    static Figures of(Duration median, Duration mad);  // a non-positive median clears both
+    bool known() const { return median > Duration::zero(); }
+  };
+  Figures seed_;   // the prior (seed())
+  Figures floor_;  // the floor (floor_at())
 };
 
 }  // namespace dedloc::collab

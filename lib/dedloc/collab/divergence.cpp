@@ -32,13 +32,16 @@ DivergenceWatch::Action DivergenceWatch::on_verdict(const DivergenceVerdict& ver
     }
     return Action::kNone;
   }
-  if (resynced_at_ && epoch > *resynced_at_ && stepped_in_full_since_) {
-    enabled_ = false;
-    return Action::kGiveUp;
-  }
-  if (resynced_at_ && epoch > *resynced_at_ && resyncs_in_a_row_ >= kMaxResyncsInARow) {
-    enabled_ = false;
-    return Action::kGiveUpAfterRepeats;
+  // Apart again after a step taken since the last resync: it did not hold.
+  if (resynced_at_ && epoch > *resynced_at_) {
+    if (stepped_in_full_since_) {
+      enabled_ = false;
+      return Action::kGiveUp;
+    }
+    if (resyncs_in_a_row_ >= kMaxResyncsInARow) {
+      enabled_ = false;
+      return Action::kGiveUpAfterRepeats;
+    }
   }
   return Action::kResync;
 }

@@ -435,7 +435,7 @@ void Trainer::seed_round_deadline() {
     return values[values.size() / 2];
   };
   const Duration swarm_median = from_seconds(median(medians)), swarm_mad = from_seconds(median(mads));
-  if (!p.round_deadline->learned()) p.round_deadline->seed(swarm_median, swarm_mad);
+  p.round_deadline->seed(swarm_median, swarm_mad);  // counts only until our own rounds decide
   p.round_deadline->floor_at(swarm_median, swarm_mad);
 }
 
@@ -617,15 +617,17 @@ void Trainer::step(TrainerReport& report) {
     // While our round failed to average, the swarm went two or more epochs on (a joiner whose first round
     // found its group gone, on a loaded machine): a step of our own from there would be a step from behind,
     // undone by the download the next look at the swarm makes. The batch is dropped instead.
-    const auto swarm_epoch = [&] { return p.swarm.tracker().state().epoch; };
     if (facts.averaging != collab::StepAveraging::kGroup &&
-        options_.collaboration.mode == CollaborationMode::kSynchronous && swarm_epoch() > epoch_ + 1) {
-      Logger::Line(options_.log, LogLevel::kInfo, kLog)
-          << "epoch " << epoch_ << ": not averaged (" << facts.why_not_averaged << ") and the swarm is at epoch "
-          << swarm_epoch() << ": dropping this batch and downloading the swarm's state rather than stepping from behind";
-      p.loss.end_epoch();
-      p.gradients.clear();
-      return;
+        options_.collaboration.mode == CollaborationMode::kSynchronous) {
+      const auto swarm_epoch = p.swarm.tracker().state().epoch;
+      if (swarm_epoch > epoch_ + 1) {
+        Logger::Line(options_.log, LogLevel::kInfo, kLog)
+            << "epoch " << epoch_ << ": not averaged (" << facts.why_not_averaged << ") and the swarm is at epoch "
+            << swarm_epoch << ": dropping this batch and downloading the swarm's state rather than stepping from behind";
+        p.loss.end_epoch();
+        p.gradients.clear();
+        return;
+      }
     }
   }
   p.loss.end_epoch();

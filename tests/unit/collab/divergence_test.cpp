@@ -16,6 +16,10 @@ PeerProgress record(std::uint64_t epoch, std::uint64_t hash) {
   return progress;
 }
 
+// Verdicts as the watch gets them: a majority of 2 of 3 against us, and 3 of 3 with us.
+const DivergenceVerdict kApart{true, 0xA, 2, 3};
+const DivergenceVerdict kAgreeing{false, 0xA, 3, 3};
+
 }  // namespace
 
 TEST_CASE("Divergence: a strict majority of the live peers at our epoch with another hash says we diverged",
@@ -52,48 +56,44 @@ TEST_CASE("Divergence: nothing is decided without a majority of all live peers",
 TEST_CASE("Divergence watch: resync, then give up when a step averaged in full leaves us apart again",
           "[unit][collab]") {
   DivergenceWatch watch;
-  const DivergenceVerdict apart{true, 0xA, 2, 3};
-  const DivergenceVerdict agreeing{false, 0xA, 3, 3};
 
-  CHECK(watch.on_verdict(apart, 7) == DivergenceWatch::Action::kResync);
+  CHECK(watch.on_verdict(kApart, 7) == DivergenceWatch::Action::kResync);
   watch.on_resynced(7);
   // Agreeing at the resync's epoch proves nothing yet; agreeing after a later step does.
-  CHECK(watch.on_verdict(agreeing, 7) == DivergenceWatch::Action::kNone);
+  CHECK(watch.on_verdict(kAgreeing, 7) == DivergenceWatch::Action::kNone);
   watch.on_step(true);
-  CHECK(watch.on_verdict(agreeing, 8) == DivergenceWatch::Action::kNone);
+  CHECK(watch.on_verdict(kAgreeing, 8) == DivergenceWatch::Action::kNone);
 
   // Apart again later, after steps that agreed: a new divergence, resynced like the first.
   watch.on_step(false);
-  CHECK(watch.on_verdict(apart, 12) == DivergenceWatch::Action::kResync);
+  CHECK(watch.on_verdict(kApart, 12) == DivergenceWatch::Action::kResync);
   watch.on_resynced(12);
   // The next step was local (no group): being apart is explained, resync again.
   watch.on_step(false);
-  CHECK(watch.on_verdict(apart, 13) == DivergenceWatch::Action::kResync);
+  CHECK(watch.on_verdict(kApart, 13) == DivergenceWatch::Action::kResync);
   watch.on_resynced(13);
   // The next step averaged in full and we are still apart: our arithmetic differs. Give up, once.
   watch.on_step(true);
-  CHECK(watch.on_verdict(apart, 14) == DivergenceWatch::Action::kGiveUp);
+  CHECK(watch.on_verdict(kApart, 14) == DivergenceWatch::Action::kGiveUp);
   CHECK_FALSE(watch.enabled());
-  CHECK(watch.on_verdict(apart, 15) == DivergenceWatch::Action::kNone);
+  CHECK(watch.on_verdict(kApart, 15) == DivergenceWatch::Action::kNone);
 }
 
 TEST_CASE("Divergence watch: resyncs that never hold (steps in groups of a few) stop after three in a row",
           "[unit][collab]") {
   DivergenceWatch watch;
-  const DivergenceVerdict apart{true, 0xA, 2, 3};
-  const DivergenceVerdict agreeing{false, 0xA, 3, 3};
   // A resync that held resets the count.
-  CHECK(watch.on_verdict(apart, 1) == DivergenceWatch::Action::kResync);
+  CHECK(watch.on_verdict(kApart, 1) == DivergenceWatch::Action::kResync);
   watch.on_resynced(1);
   watch.on_step(false);
-  CHECK(watch.on_verdict(agreeing, 2) == DivergenceWatch::Action::kNone);
+  CHECK(watch.on_verdict(kAgreeing, 2) == DivergenceWatch::Action::kNone);
   // Then three that do not: each followed by a step that did not average with the swarm.
   std::uint64_t epoch = 5;
   for (int k = 0; k < DivergenceWatch::kMaxResyncsInARow; ++k, ++epoch) {
-    CHECK(watch.on_verdict(apart, epoch) == DivergenceWatch::Action::kResync);
+    CHECK(watch.on_verdict(kApart, epoch) == DivergenceWatch::Action::kResync);
     watch.on_resynced(epoch);
     watch.on_step(false);
   }
-  CHECK(watch.on_verdict(apart, epoch) == DivergenceWatch::Action::kGiveUpAfterRepeats);
+  CHECK(watch.on_verdict(kApart, epoch) == DivergenceWatch::Action::kGiveUpAfterRepeats);
   CHECK_FALSE(watch.enabled());
 }
