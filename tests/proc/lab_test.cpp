@@ -76,15 +76,18 @@ TEST_CASE("Lab: ping sees twice the configured one-way delay", "[proc][lab]") {
   auto network = make_lab_or_skip(2);
   const auto link = lab::host_link({.rtt = milliseconds(40), .upload = 12.5e6, .download = 12.5e6});
   lab::RunningEmulator running(*network, {link, link}, {false, false}, 1);
-  auto ping = test::run_command("ip netns exec " + network->host(0).netns + " ping -n -c 5 -i 0.2 -W 2 " +
+  auto ping = test::run_command("ip netns exec " + network->host(0).netns + " ping -n -c 8 -i 0.2 -W 2 " +
                                 network->host(1).address);
   INFO(ping.output);
   REQUIRE(ping.exit_code == 0);
   std::smatch m;
   REQUIRE(std::regex_search(ping.output, m, std::regex(R"(= ([0-9.]+)/([0-9.]+)/([0-9.]+)/)")));
-  const double average_ms = std::stod(m[2].str());
-  CHECK(average_ms >= 40);
-  CHECK(average_ms <= 41);  // within 1 ms of 2 × 20 ms
+  const double fastest_ms = std::stod(m[1].str());
+  // No packet may arrive early. The fastest one shows the emulator's own precision; the average does
+  // not, because a busy machine (the rest of the suite on the other core) delays single replies by
+  // several milliseconds, and that lateness is the scheduler's, not the emulator's.
+  CHECK(fastest_ms >= 40);
+  CHECK(fastest_ms <= 41);  // within 1 ms of 2 × 20 ms
 }
 
 TEST_CASE("Lab: a host behind NAT connects out but accepts nothing in", "[proc][lab]") {
