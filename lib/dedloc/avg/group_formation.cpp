@@ -85,8 +85,8 @@ NextStep GroupFormation::next(TimePoint now) const {
     return full() || (grace && now >= *grace) ? NextStep::kAssemble : NextStep::kLook;
   }
   // At the deadline a group we lead forms if it is large enough: waiting longer would only leave its
-  // members waiting past their own deadlines.
-  if (state_ == State::kLeading && group_size() >= search_.min_group_size && !followers_.empty()) {
+  // members waiting past their own deadlines. Aux peers alone (no member sends) have nothing to average.
+  if (state_ == State::kLeading && group_size() >= search_.min_group_size && !followers_.empty() && senders() > 0) {
     return NextStep::kAssemble;
   }
   return NextStep::kGiveUp;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "dedloc/collab/aux_timing.hpp"
 #include "dedloc/collab/group_buckets.hpp"
 #include "dedloc/collab/progress.hpp"
 
@@ -40,7 +41,8 @@ Result<AuxPeerReport> AuxPeer::run(const std::function<bool()>& should_stop) {
         DEDLOC_RETURN_IF_ERROR(averager_->start());
       }
     }
-    if (!help_one_round(report) && sleep_unless(options_.retry_interval, should_stop)) break;
+    const Duration wait = help_one_round(report);
+    if (wait > Duration::zero() && sleep_unless(wait, should_stop)) break;
   }
   const std::string& run_id = options_.averager.run_id;
   if (auto withdrawn = withdraw_metrics(dht_, run_id, options_.record_ttl, Deadline::after(std::chrono::seconds(2)));
@@ -51,7 +53,7 @@ Result<AuxPeerReport> AuxPeer::run(const std::function<bool()>& should_stop) {
   return report;
 }
 
-bool AuxPeer::help_one_round(AuxPeerReport& report) {
+Duration AuxPeer::help_one_round(AuxPeerReport& report) {
   const std::string& run_id = options_.averager.run_id;
   auto schema = avg::read_schema(dht_, run_id, Deadline::after(std::chrono::seconds(5)));
   if (!schema || !schema->has_value()) {
@@ -60,17 +62,22 @@ bool AuxPeer::help_one_round(AuxPeerReport& report) {
                        << (schema ? std::string() : ": " + schema.status().to_string());
       told_waiting_ = true;
     }
-    return false;
+    return options_.retry_interval;
   }
   // The trainers' progress records say which epoch's gradients they will average next (the round's name:
-  // gradient_round) and how many will look for a group: with all of them in, a group we lead forms at once
-  // rather than at the matchmaking deadline. Without records, plain "grad" rounds.
+  // gradient_round), when they start looking for its group (aux_timing.hpp), and how many will look: with
+  // all of them in, a group we lead forms at once rather than at the matchmaking deadline. Without
+  // records, plain "grad" rounds.
   auto trainers = read_progress(dht_, run_id, Deadline::after(std::chrono::seconds(2)));
   size_t expected = 0;
   std::string round = "grad";
   std::uint64_t epoch = 0;
   if (trainers && !trainers->empty()) {
-    for (const auto& t : *trainers) epoch = std::max(epoch, t.epoch);
+    const AuxRoundTiming timing = time_aux_round(*trainers, last_looked_, synchronous_batch(),
+                                                 options_.averager.matchmaking_time, SystemClock::instance().unix_seconds());
+    epoch = timing.epoch;
+    publish_metrics(epoch, report.rounds);  // also while we wait: monitors keep listing us
+    if (!timing.look_now) return timing.wait;
     // The round's bucket, as the trainers split it (group_buckets.hpp): an aux peer takes its own.
     const Bytes self = own_subkey(dht_);
     const GroupBucket bucket = choose_group_bucket(gradient_round(epoch), epoch, *trainers, std::string(self.begin(), self.end()),
@@ -78,16 +85,18 @@ bool AuxPeer::help_one_round(AuxPeerReport& report) {
                                                    options_.averager.target_group_size);
     expected = bucket.expected;
     round = bucket.round;
+    last_looked_ = epoch;  // found or not, this round is over for us once the search ends
+  } else {
+    publish_metrics(epoch, report.rounds);
   }
-  publish_metrics(epoch, report.rounds);
   auto outcome = averager_->step(**schema, {}, 0, expected, round);
   if (!outcome) {
     log_.warn("aux") << "round failed: " << outcome.status().to_string();
-    return false;
+    return options_.retry_interval;
   }
   if (outcome->group_size == 0) {
     log_.debug("aux") << "no group this round: " << outcome->why_alone;
-    return true;
+    return Duration::zero();
   }
   ++report.rounds;
   log_.info("aux") << "reduced for a group of " << outcome->group_size
@@ -95,7 +104,23 @@ bool AuxPeer::help_one_round(AuxPeerReport& report) {
                            ? std::string()
                            : ", without " + std::to_string(outcome->all_reduce.banned_senders.size()) +
                                  " silent sender(s)");
-  return true;
+  return Duration::zero();
+}
+
+std::uint64_t AuxPeer::synchronous_batch() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_batch_read_) return batch_;
+  // The run's batch and mode change rarely (a trainer with another recipe joins): read every record_ttl/3.
+  next_batch_read_ = now + options_.record_ttl / 3;
+  auto records = read_metrics(dht_, options_.averager.run_id, Deadline::after(std::chrono::seconds(2)));
+  if (!records) return batch_;
+  std::uint64_t batch = 0;
+  for (const auto& r : *records) {
+    if (r.role == "aux") continue;
+    if (!r.mode.empty() && r.mode != "synchronous") return batch_ = 0;
+    batch = std::max(batch, r.target_batch_size);
+  }
+  return batch_ = batch;
 }
 
 // Our metrics record, so that monitors list this peer with its role and the rounds it reduced.

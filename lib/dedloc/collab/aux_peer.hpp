@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <zmq.hpp>
@@ -57,8 +58,12 @@ class AuxPeer {
   Result<AuxPeerReport> run(const std::function<bool()>& should_stop);
 
  private:
-  // One round: the layout, the trainers' epoch, our metrics, the step. False when there was no layout yet.
-  bool help_one_round(AuxPeerReport& report);
+  // One round: the layout, the trainers' epoch, our metrics, the step; or, when it is not time yet (no
+  // layout, the trainers' next round not due: aux_timing.hpp), nothing. Returns how long to wait before
+  // the next call.
+  Duration help_one_round(AuxPeerReport& report);
+  // The run's global batch when every trainer is synchronous (their metrics records), else 0.
+  std::uint64_t synchronous_batch();
   void publish_metrics(std::uint64_t epoch, size_t rounds);
 
   zmq::context_t& context_;
@@ -69,6 +74,9 @@ class AuxPeer {
   std::unique_ptr<avg::Averager> averager_;
   std::chrono::steady_clock::time_point last_metrics_{};
   bool told_waiting_ = false;
+  std::optional<std::uint64_t> last_looked_;  // the epoch of our last search
+  std::uint64_t batch_ = 0;                   // synchronous_batch()'s last answer
+  std::chrono::steady_clock::time_point next_batch_read_{};
 };
 
 }  // namespace dedloc::collab

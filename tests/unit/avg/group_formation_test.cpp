@@ -308,6 +308,19 @@ TEST_CASE("Group formation: at the deadline a group forms if it has min_group_si
     p.clock.advance(5s);
     CHECK(p.next() == NextStep::kGiveUp);
   }
+  SECTION("aux peers alone never form one: nobody sends a vector") {
+    Peer p(search_for(4, 2, 0, AvgRole::kAux));
+    const auto follower = p.take(AvgRole::kAux);
+    p.clock.advance(5s);
+    CHECK(p.next() == NextStep::kGiveUp);
+    CHECK(p.formation.time_out().followers == std::vector<crypto::PeerId>{follower});
+    // With one member that sends, the same group forms.
+    Peer q(search_for(4, 2, 0, AvgRole::kAux), 8);
+    q.take(AvgRole::kAux);
+    q.take();
+    q.clock.advance(5s);
+    CHECK(q.next() == NextStep::kAssemble);
+  }
 }
 
 TEST_CASE("Group formation: a peer shutting down refuses its followers: it is not looking any more",
