@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "dedloc/collab/aux_timing.hpp"
+#include "dedloc/collab/deadline_estimator.hpp"
 #include "dedloc/collab/group_buckets.hpp"
 #include "dedloc/collab/progress.hpp"
 
@@ -86,6 +87,7 @@ Duration AuxPeer::help_one_round(AuxPeerReport& report) {
     expected = bucket.expected;
     round = bucket.round;
     last_looked_ = epoch;  // found or not, this round is over for us once the search ends
+    follow_trainers_deadline(*trainers);
   } else {
     publish_metrics(epoch, report.rounds);
   }
@@ -99,12 +101,29 @@ Duration AuxPeer::help_one_round(AuxPeerReport& report) {
     return Duration::zero();
   }
   ++report.rounds;
+  if (round_deadline_) {
+    // As the trainers learn theirs: a round its deadline ended (senders went silent) tells only that it
+    // needed longer.
+    if (outcome->all_reduce_timed_out || !outcome->all_reduce.banned_senders.empty()) round_deadline_->observe_timeout();
+    else round_deadline_->observe(outcome->all_reduce_time);
+  }
   log_.info("aux") << "reduced for a group of " << outcome->group_size
                    << (outcome->all_reduce.banned_senders.empty()
                            ? std::string()
                            : ", without " + std::to_string(outcome->all_reduce.banned_senders.size()) +
                                  " silent sender(s)");
   return Duration::zero();
+}
+
+void AuxPeer::follow_trainers_deadline(const std::vector<PeerProgress>& trainers) {
+  // Trainers with adaptive deadlines publish their round figures: they stop waiting for our share at a
+  // deadline learned from them, and we stop waiting for their parts at one learned the same way, not at a
+  // fixed averaging timeout long after they moved on (which made us miss their next rounds).
+  const bool published = std::any_of(trainers.begin(), trainers.end(), [](const PeerProgress& t) { return t.round_seconds > 0; });
+  if (!published && !round_deadline_) return;
+  if (!round_deadline_) round_deadline_.emplace(DeadlineEstimatorOptions{.ceiling = options_.averager.averaging_timeout});
+  follow_swarm_figures(*round_deadline_, trainers);
+  averager_->set_averaging_timeout(round_deadline_->deadline());
 }
 
 std::uint64_t AuxPeer::synchronous_batch() {

@@ -1,7 +1,9 @@
 // An auxiliary peer: a CPU-only machine with no model and no gradients that lends its bandwidth to a run's
 // averaging. Round after round it reads the run's vector layout and the trainers' progress from the DHT,
 // joins their gradient round with the aux role (it reduces a share of every group's vector and sends
-// nothing), and publishes a metrics record so that monitors list it. `dedloc-avg aux` runs one.
+// nothing) when they look for its group (aux_timing.hpp), waits for their parts as long as they wait for its
+// share (their published round figures, deadline_estimator.hpp), and publishes a metrics record so that
+// monitors list it. `dedloc-avg aux` runs one.
 //
 // It lives beside the trainer's torch-free half because it reads the same records (progress, metrics)
 // the trainers write; the averaging itself is avg::Averager.
@@ -15,6 +17,8 @@
 #include <zmq.hpp>
 
 #include "dedloc/avg/averager.hpp"
+#include "dedloc/collab/deadline_estimator.hpp"
+#include "dedloc/collab/progress.hpp"
 #include "dedloc/crypto/identity.hpp"
 #include "dedloc/dht/node.hpp"
 
@@ -64,6 +68,9 @@ class AuxPeer {
   Duration help_one_round(AuxPeerReport& report);
   // The run's global batch when every trainer is synchronous (their metrics records), else 0.
   std::uint64_t synchronous_batch();
+  // Once trainers publish their round figures (adaptive deadlines), our rounds' deadline is learned as
+  // theirs is (deadline_estimator.hpp): their figures as prior and floor, our own rounds after that.
+  void follow_trainers_deadline(const std::vector<PeerProgress>& trainers);
   void publish_metrics(std::uint64_t epoch, size_t rounds);
 
   zmq::context_t& context_;
@@ -77,6 +84,7 @@ class AuxPeer {
   std::optional<std::uint64_t> last_looked_;  // the epoch of our last search
   std::uint64_t batch_ = 0;                   // synchronous_batch()'s last answer
   std::chrono::steady_clock::time_point next_batch_read_{};
+  std::optional<DeadlineEstimator> round_deadline_;  // follow_trainers_deadline()
 };
 
 }  // namespace dedloc::collab

@@ -74,4 +74,20 @@ Duration DeadlineEstimator::deadline() const {
   return std::clamp(wanted, options_.floor, options_.ceiling);
 }
 
+void follow_swarm_figures(DeadlineEstimator& estimator, const std::vector<wire::ProgressRecord>& others) {
+  std::vector<Duration> medians, mads;
+  for (const auto& record : others) {
+    if (record.round_seconds <= 0) continue;
+    medians.push_back(from_seconds(record.round_seconds));
+    mads.push_back(from_seconds(record.round_mad_seconds));
+  }
+  if (medians.empty()) {
+    estimator.floor_at(Duration::zero(), Duration::zero());
+    return;
+  }
+  const Duration median = median_of(std::move(medians)), mad = median_of(std::move(mads));
+  estimator.seed(median, mad);  // counts only until our own rounds decide
+  estimator.floor_at(median, mad);
+}
+
 }  // namespace dedloc::collab

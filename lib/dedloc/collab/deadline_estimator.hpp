@@ -26,8 +26,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <vector>
 
 #include "dedloc/core/clock.hpp"
+#include "dedloc/wire/records.hpp"
 
 namespace dedloc::collab {
 
@@ -74,5 +76,11 @@ class DeadlineEstimator {
   Figures seed_;   // the prior (seed())
   Figures floor_;  // the floor (floor_at())
 };
+
+// The swarm's typical round as the other peers published it in their progress records ("rs", "rm"): the
+// median of their medians and the median of their MADs, as `estimator`'s prior (until its own rounds
+// decide) and its floor always. Nobody published any: no floor (the prior stays as it was). Trainers and aux
+// peers both call it before each round.
+void follow_swarm_figures(DeadlineEstimator& estimator, const std::vector<wire::ProgressRecord>& others);
 
 }  // namespace dedloc::collab

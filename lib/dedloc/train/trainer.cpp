@@ -417,26 +417,8 @@ void Trainer::average_gradients(collab::StepFacts& facts) {
 
 void Trainer::seed_round_deadline() {
   auto& p = *parts_;
-  if (!p.round_deadline) return;
-  // The swarm's figures, the median of those the others published: our estimate until our own rounds
-  // decide, and a floor under it always (collab/deadline_estimator.hpp). None published: no floor.
-  std::vector<double> medians, mads;
-  for (const auto& record : p.swarm.tracker().others_records()) {
-    if (record.round_seconds <= 0) continue;
-    medians.push_back(record.round_seconds);
-    mads.push_back(record.round_mad_seconds);
-  }
-  if (medians.empty()) {
-    p.round_deadline->floor_at(Duration::zero(), Duration::zero());
-    return;
-  }
-  auto median = [](std::vector<double> values) {
-    std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2), values.end());
-    return values[values.size() / 2];
-  };
-  const Duration swarm_median = from_seconds(median(medians)), swarm_mad = from_seconds(median(mads));
-  p.round_deadline->seed(swarm_median, swarm_mad);  // counts only until our own rounds decide
-  p.round_deadline->floor_at(swarm_median, swarm_mad);
+  // The swarm's figures: our estimate until our own rounds decide, and a floor under it always.
+  if (p.round_deadline) collab::follow_swarm_figures(*p.round_deadline, p.swarm.tracker().others_records());
 }
 
 namespace {

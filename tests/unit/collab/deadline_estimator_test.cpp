@@ -170,3 +170,24 @@ TEST_CASE("Deadline estimator: a newcomer starts from the swarm's published figu
   alone.seed(Duration::zero(), from_seconds(1));
   CHECK(alone.deadline() == 30s);
 }
+
+TEST_CASE("Deadline estimator: the swarm's figures are the medians of what the other peers published", "[unit][deadline]") {
+  auto published = [](double median, double mad) {
+    wire::ProgressRecord r;
+    r.round_seconds = median;
+    r.round_mad_seconds = mad;
+    return r;
+  };
+  // Three peers published (one of them far off), one did not: medians 3.3 s and 0.05 s.
+  const std::vector<wire::ProgressRecord> others{published(3.2, 0.04), published(3.3, 0.05), published(30, 9),
+                                                 wire::ProgressRecord{}};
+  DeadlineEstimator joiner(recipe_bounds());
+  follow_swarm_figures(joiner, others);
+  CHECK(seconds(joiner.deadline()) == Approx(6.6).epsilon(0.01));
+  // Its own far shorter rounds decide the estimate, but the swarm's stays a floor.
+  observe_all(joiner, {0.44, 0.47, 0.45, 0.43, 0.46});
+  CHECK(seconds(joiner.deadline()) == Approx(6.6).epsilon(0.01));
+  // Nobody publishes any more: the floor goes, its own rounds alone.
+  follow_swarm_figures(joiner, {wire::ProgressRecord{}});
+  CHECK(joiner.deadline() == 1s);
+}
