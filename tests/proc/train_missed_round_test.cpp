@@ -5,6 +5,7 @@
 // it holds exactly the parameters the pair averaged to. With the option off, the one left out never waits
 // for the pair: it steps alone, or, when the pair went two epochs on meanwhile, drops its batch and
 // downloads their state (no step from behind).
+#include <algorithm>
 #include <csignal>
 #include <map>
 
@@ -24,17 +25,18 @@ struct Run {
   std::vector<std::vector<nlohmann::json>> events;  // per peer, every --json event line
 };
 
-Run run_three(const std::string& dir, bool sit_out) {
+Run run_three(const std::string& dir, bool sit_out, const std::string& zero_weight = "never", int batch = 96) {
   // Synthetic peers (docs/recipes.md, "The synthetic task") at 80 samples/s each: a global batch of 96
   // every 0.4 s, slow enough for matchmaking on a loaded machine, fast enough for ten rounds in seconds.
   const std::string recipe = dedloc::test::write_recipe_variant(
-      "recipes/synthetic.yaml", dir, sit_out ? "sit-out.yaml" : "step-alone.yaml",
+      "recipes/synthetic.yaml", dir, sit_out ? "sit-out-" + zero_weight + ".yaml" : "step-alone.yaml",
       {{"parameters: 1000000 ", "parameters: 200000 "},
-       {"target_batch_size: 512 ", "target_batch_size: 96 "},
+       {"target_batch_size: 512 ", "target_batch_size: " + std::to_string(batch) + " "},
        {"micro_batch_size: 16 ", "micro_batch_size: 8 "},
        {"  target_group_size: 16", "  target_group_size: 2\n  group_buckets: false"},
        {"  matchmaking_time: 2\n", "  matchmaking_time: 1\n"},
-       {"  lr: 1\n", std::string("  lr: 1\ncollaboration:\n  sit_out_missed_rounds: ") + (sit_out ? "true" : "false") + "\n"}});
+       {"  lr: 1\n", std::string("  lr: 1\ncollaboration:\n  sit_out_missed_rounds: ") + (sit_out ? "true" : "false") +
+                         "\n  zero_weight_next_round: " + zero_weight + "\n"}});
   constexpr std::uint64_t kEpochs = 10;
   auto [bootstrap, ready] = dedloc::test::start_ready({dedloc::test::binary_path("tools/dedloc-dht/dedloc-dht"),
                                                        "--log-level", "warning", "serve", "--listen", "tcp://127.0.0.1:0"});
@@ -76,7 +78,7 @@ size_t count(const Run& run, const std::string& event, bool missed_round = false
 TEST_CASE("A peer left out of its round's group loads that round's result instead of stepping alone",
           "[proc][train][missed-round]") {
   const std::string dir = dedloc::test::make_temp_dir("dedloc-missed-round");
-  const Run run = run_three(dir, /*sit_out=*/true);
+  const Run run = run_three(dir, /*sit_out=*/true, "never");
 
   // Every round one of the three is left out, and it sits the round out: no step of its own. (On a loaded
   // machine the one left out may instead fall two epochs behind and catch up as any lagging peer does: an
@@ -117,4 +119,36 @@ TEST_CASE("With sit_out_missed_rounds off, the peer left out steps alone or, lef
   const size_t unmarked_downloads = count(run, "loaded_state") - count(run, "loaded_state", /*missed_round=*/true);
   INFO("local steps " << count(run, "local") << ", unmarked downloads " << unmarked_downloads);
   CHECK(count(run, "local") + unmarked_downloads >= 2);
+}
+
+TEST_CASE("A peer sitting a round out takes part in the next at weight 0 while it downloads, and steps as its group",
+          "[proc][train][missed-round]") {
+  // collaboration.zero_weight_next_round: always (on loopback a download takes milliseconds, so `auto`
+  // would never find it worth it): the one left out is already in the next round's group when it starts
+  // downloading the missed round's result; it serves that round at weight 0 meanwhile and then steps with
+  // the group's average, from the state it loaded, to the parameters its group's other member steps to.
+  const std::string dir = dedloc::test::make_temp_dir("dedloc-missed-round-zero");
+  // A batch of 480 (2 s): the round the one left out serves at weight 0 is still under way when its
+  // download of the missed round's result lands (with 96, the others were rounds ahead by then).
+  const Run run = run_three(dir, /*sit_out=*/true, "always", 480);
+  CHECK(count(run, "averaged") >= 10);
+  CHECK(count(run, "local") <= 1);
+  // (epoch, group) -> the parameters each member stepped to, and which of those steps added no samples.
+  std::map<std::pair<std::uint64_t, std::string>, std::vector<std::pair<std::uint64_t, std::string>>> groups;
+  for (const auto& peer : run.events) {
+    for (const auto& e : peer) {
+      if (e.value("event", "") != "averaged") continue;
+      groups[{e["epoch"].get<std::uint64_t>(), e["group"].get<std::string>()}].emplace_back(
+          e["samples"].get<std::uint64_t>(), e["params_hash"].get<std::string>());
+    }
+  }
+  size_t zero_weight_steps = 0;
+  for (const auto& [key, members] : groups) {
+    INFO("epoch " << key.first << ", group " << key.second);
+    const bool has_zero = std::any_of(members.begin(), members.end(), [](const auto& m) { return m.first == 0; });
+    if (!has_zero) continue;
+    ++zero_weight_steps;
+    for (const auto& m : members) CHECK(m.second == members.front().second);  // bit-identical parameters
+  }
+  CHECK(zero_weight_steps >= 1);
 }

@@ -26,6 +26,12 @@ Result<CollaborationOptions> read_collaboration_options(ConfigReader section) {
   if (!known) return bad("mode: '" + mode + "' is not a mode (synchronous, delayed or diloco)");
   section.read("resync_divergent", options.resync_divergent);
   section.read("sit_out_missed_rounds", options.sit_out_missed_rounds);
+  std::string zero_weight = "auto";
+  section.read("zero_weight_next_round", zero_weight);
+  if (zero_weight == "auto") options.zero_weight_next_round = CollaborationOptions::ZeroWeightNextRound::kAuto;
+  else if (zero_weight == "always") options.zero_weight_next_round = CollaborationOptions::ZeroWeightNextRound::kAlways;
+  else if (zero_weight == "never") options.zero_weight_next_round = CollaborationOptions::ZeroWeightNextRound::kNever;
+  else return bad("zero_weight_next_round: '" + zero_weight + "' is not auto, always or never");
   // The outer keys mean nothing to a synchronous run: given there, they are a mistake worth naming.
   for (std::string_view key : {"inner_batch_size", "outer_lr", "outer_momentum", "outer_nesterov"}) {
     if (section.has(key) && options.mode != CollaborationMode::kDiloco) {

@@ -54,6 +54,16 @@ struct CollaborationOptions {
   // Off by default for now: the lab's recipes turn it on (bench/lab/README.md has what it did there), while
   // small swarms on a loaded machine still showed timing it changes (docs/recipes.md, "A round missed").
   bool sit_out_missed_rounds = false;
+  // Synchronous, sitting a round out: while it downloads that round's result, the peer is already in the
+  // next round's group (it declared itself before waiting). Arriving only after the download, it would hold
+  // that group up by the download's length whenever the download outlasts the next batch. Instead it takes
+  // part in that round at weight 0 in the background (its reducer share served, nothing of its own added),
+  // and steps with the round's average once the download landed: no second download, and nobody waits.
+  //   auto    when its last download took longer than the swarm's ETA for the next batch
+  //   always  every time (tests use it on loopback, where downloads take milliseconds)
+  //   never   arrive after the download and contribute its own gradients, as before
+  enum class ZeroWeightNextRound { kAuto, kAlways, kNever };
+  ZeroWeightNextRound zero_weight_next_round = ZeroWeightNextRound::kAuto;
 };
 
 // Reads the "collaboration:" section (absent: synchronous); errors name the key and the file.

@@ -142,6 +142,16 @@ struct Trainer::Parts {
   collab::ThroughputEma ema;
   std::ofstream samples_log;
   TimePoint next_catch_up{};                 // no download attempt before this (backoff)
+  double last_download_seconds = 0;          // how long our latest state download took
+  // A round taken part in at weight 0 while the download it follows runs (Trainer::start_zero_weight_round).
+  struct ZeroWeightRound {
+    std::uint64_t epoch = 0;    // its average steps the state of this epoch to the next
+    std::vector<float> vector;  // our zeros, then the group's average
+    std::future<Result<avg::StepOutcome>> outcome;
+  };
+  std::optional<ZeroWeightRound> zero_round;
+  // The epoch whose state we loaded after the swarm's batch for it was complete (Trainer::sit_out_late_round).
+  std::optional<std::uint64_t> loaded_late_at;
   Duration catch_up_retry = kFirstCatchUpRetry;
   std::uint64_t states_loaded_at_start = 0;  // a joining peer's first download, for run()'s report
   std::vector<std::string> resync_exclude;   // donors whose parameters were not the majority's either
@@ -810,6 +820,7 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swa
   p.ema.resume(now_seconds());
   if (!downloaded) return downloaded.status().with_context("downloading the swarm's state");
   p.catch_up_retry = kFirstCatchUpRetry;  // the donors answered: a later failure is a new story
+  p.last_download_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - download_began).count();
   const std::string donor = downloaded->donors.empty() ? "?" : downloaded->donors.front().address;
   if (downloaded->state.epoch() < epoch_) return Status();
   if (downloaded->state.epoch() == epoch_) {
@@ -843,7 +854,34 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swa
     options_.on_event(event);
   }
   p.swarm.tracker().report(local_progress());
+  note_if_loaded_late();
   return Status();
+}
+
+void Trainer::note_if_loaded_late() {
+  auto& p = *parts_;
+  p.loaded_late_at.reset();
+  if (!options_.collaboration.sit_out_missed_rounds || options_.collaboration.mode != CollaborationMode::kSynchronous) return;
+  auto& tracker = p.swarm.tracker();
+  tracker.refresh_now();  // bounded by the tracker's DHT timeout; the last read is from before the download
+  const auto state = tracker.state();
+  if (state.epoch == epoch_ && state.batch_ready()) p.loaded_late_at = epoch_;
+}
+
+bool Trainer::sit_out_late_round(TrainerReport& report) {
+  auto& p = *parts_;
+  if (p.loaded_late_at != epoch_) return false;
+  p.loaded_late_at.reset();
+  auto& averager = p.swarm.averager();
+  const bool ours = averager.prepared_round() == round_bucket(collab::gradient_round(epoch_), epoch_).round;
+  if (ours && averager.ahead_search() == avg::Averager::AheadSearch::kFound) return false;  // a group holds us after all
+  Logger::Line(options_.log, LogLevel::kInfo, kLog)
+      << "epoch " << epoch_ << ": we loaded its state after the swarm's batch was complete, so its group formed "
+      << "without us: sitting the round out instead of looking for a group of latecomers";
+  averager.withdraw();
+  if (!sit_out_missed_round(report)) return false;
+  p.loss.end_epoch();
+  return true;
 }
 
 void Trainer::publish_donor_and_metrics(bool force) {
@@ -971,6 +1009,7 @@ Status Trainer::train_until(TrainerReport& report) {
       if (late != LateRound::kStep) continue;
     }
     if (state.batch_ready() || state.epoch > progress_epoch()) {
+      if (sit_out_late_round(report)) continue;
       DEDLOC_RETURN_IF_ERROR(guard_torch("taking global step " + std::to_string(epoch_ + 1), [&] { step(report); }));
     } else if (!stopping()) {
       match_ahead(state);
@@ -1068,6 +1107,7 @@ bool Trainer::sit_out_missed_round(TrainerReport& report) {
       << "epoch " << epoch_ << ": no group, and the other peers finished this round without us: loading the "
       << "swarm's state instead of stepping alone";
   const auto before = epoch_;
+  const bool zero_weight = options_.match_ahead && start_zero_weight_round(epoch_ + 1);
   // Twice at most: a joiner's first download a moment ago holds the next one back for its backoff, and a
   // donor may not yet serve the round's result; a longer backoff (downloads failing) is not waited out.
   for (int attempt = 0; attempt < 2 && epoch_ == before && !stopping(); ++attempt) {
@@ -1078,7 +1118,60 @@ bool Trainer::sit_out_missed_round(TrainerReport& report) {
     auto caught = catch_up(report, std::nullopt, /*missed_round=*/true);
     if (!caught.is_ok() && !stopping()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
   }
+  if (zero_weight) finish_zero_weight_round(report);
   return epoch_ > before;
+}
+
+bool Trainer::start_zero_weight_round(std::uint64_t epoch) {
+  auto& p = *parts_;
+  using When = CollaborationOptions::ZeroWeightNextRound;
+  const When when = options_.collaboration.zero_weight_next_round;
+  if (when == When::kNever || p.outer || p.delayed) return false;
+  // Worth it when the download will likely outlast the next batch: our group would wait for us.
+  if (when == When::kAuto && p.last_download_seconds <= p.swarm.tracker().state().eta_seconds) return false;
+  auto& averager = p.swarm.averager();
+  const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch), epoch);
+  seed_round_deadline();
+  if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
+  apply_learned_waits(p.waits, averager);
+  auto& round = p.zero_round.emplace();
+  round.epoch = epoch;
+  round.vector.assign(p.gradients.values().size(), 0.0f);
+  // The averager is the background round's alone until finish_zero_weight_round: the download in between
+  // uses only its client, which any thread may call.
+  round.outcome = std::async(std::launch::async, [&averager, schema = p.gradients.schema(), values = std::span<float>(round.vector),
+                                                  expected = bucket_expected(bucket), key = bucket.round] {
+    return averager.step(schema, values, 0.0, expected, key);
+  });
+  Logger::Line(options_.log, LogLevel::kInfo, kLog)
+      << "epoch " << epoch << ": taking part in its round at weight 0 while we download (our last download took "
+      << p.last_download_seconds << " s)";
+  return true;
+}
+
+void Trainer::finish_zero_weight_round(TrainerReport& report) {
+  auto& p = *parts_;
+  auto round = std::move(*p.zero_round);
+  p.zero_round.reset();
+  auto outcome = round.outcome.get();  // bounded: matchmaking_time plus the round's deadline
+  collab::StepFacts facts;
+  facts.other_trainers = p.swarm.others();
+  record_gradient_round(outcome, facts);
+  // Only from the state that round averaged for, and only with the whole vector averaged: a part left to us
+  // holds our zeros, not the swarm's gradient.
+  if (epoch_ != round.epoch || facts.averaging != collab::StepAveraging::kGroup || facts.averaged_fraction < 1 ||
+      stopping()) {
+    Logger::Line(options_.log, LogLevel::kInfo, kLog)
+        << "epoch " << round.epoch << ": the round taken part in at weight 0 gives us no step ("
+        << (epoch_ != round.epoch ? "we are at epoch " + std::to_string(epoch_)
+            : facts.averaging != collab::StepAveraging::kGroup ? facts.why_not_averaged
+                                                               : "not all of it was averaged")
+        << ")";
+    return;
+  }
+  std::copy(round.vector.begin(), round.vector.end(), p.gradients.values().begin());
+  facts.result_finite = all_finite(p.gradients.values());
+  conclude_step(report, facts, StepInputs{}, /*next_batch_started=*/false);
 }
 
 bool Trainer::resync_if_diverged(TrainerReport& report) {

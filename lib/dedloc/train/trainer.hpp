@@ -240,6 +240,20 @@ class Trainer {
   // waits, bounded, until most of them are past it and loads the state; true when it did (no step then),
   // false to step alone as before (the others did not move on in time, or the download failed).
   bool sit_out_missed_round(TrainerReport& report);
+  // Sitting a round out, before downloading its result: takes part in the next round (`epoch`'s, whose group
+  // we are already in) at weight 0 in the background, when CollaborationOptions::zero_weight_next_round
+  // says it is worth it; true when it started.
+  bool start_zero_weight_round(std::uint64_t epoch);
+  // After the download: waits for that round (bounded) and, when the download landed on its epoch and the
+  // whole vector came back averaged, steps with the group's average as its members do.
+  void finish_zero_weight_round(TrainerReport& report);
+  // After a download: notes when the swarm's batch for the epoch loaded was already complete (its group
+  // formed ahead without us), for sit_out_late_round. Synchronous runs that sit missed rounds out only.
+  void note_if_loaded_late();
+  // Where we would step in a round whose state we loaded late: a search now meets only other latecomers, a
+  // group of a few whose step leaves them apart from the swarm (a resync, late again, another group of a
+  // few...). Sits the round out instead (sit_out_missed_round); true when it did.
+  bool sit_out_late_round(TrainerReport& report);
   // How long sit_out_missed_round waits for the others to finish the round.
   Duration missed_round_wait() const;
   // A resync when the progress records say our parameters left the majority's; true when it tried one.
