@@ -46,6 +46,7 @@ struct StepOutcome {
   bool found_ahead = false;      // the group was found by prepare(), while the caller still computed
   Bytes group_id;                // when a group formed: the id its leader gave it, the same on every member
   std::vector<crypto::PeerId> members;  // ... and its members, us included
+  size_t senders = 0;                   // ... of which send a vector (not aux), us included when we do
   AllReduceResult all_reduce;    // when a group formed
   Duration all_reduce_time{};    // when a group formed: how long its all-reduce took (up to its deadline)
   bool all_reduce_timed_out = false;  // ... and whether the deadline ended it

@@ -1090,10 +1090,6 @@ bool Trainer::sit_out_missed_round(TrainerReport& report) {
     return false;
   }
   const TimePoint until = std::chrono::steady_clock::now() + missed_round_wait();
-  // Whatever comes of the wait (the round's result, or a step of our own), our next round is the swarm's
-  // next: declared now, we are in its group, where a peer that waits first and looks after the download
-  // finds the others grouped ahead without it and misses that round too.
-  if (options_.match_ahead) prepare_round(epoch_ + 1);
   p.ema.pause();
   bool over = collab::round_done_without_us(others, epoch_);
   while (!over && std::chrono::steady_clock::now() < until &&
@@ -1106,6 +1102,11 @@ bool Trainer::sit_out_missed_round(TrainerReport& report) {
   Logger::Line(options_.log, LogLevel::kInfo, kLog)
       << "epoch " << epoch_ << ": no group, and the other peers finished this round without us: loading the "
       << "swarm's state instead of stepping alone";
+  // Our next round is the swarm's next: declared before the download, we are in its group, where a peer
+  // that looked only after the download would find the others grouped ahead without it and miss that round
+  // too. Not before the round we missed is over: a search that early would lead with an early deadline, and
+  // form its group then with whoever came (an aux peer), apart from the swarm's.
+  if (options_.match_ahead) prepare_round(epoch_ + 1);
   const auto before = epoch_;
   const bool zero_weight = options_.match_ahead && start_zero_weight_round(epoch_ + 1);
   // Twice at most: a joiner's first download a moment ago holds the next one back for its backoff, and a
@@ -1157,16 +1158,18 @@ void Trainer::finish_zero_weight_round(TrainerReport& report) {
   collab::StepFacts facts;
   facts.other_trainers = p.swarm.others();
   record_gradient_round(outcome, facts);
-  // Only from the state that round averaged for, and only with the whole vector averaged: a part left to us
-  // holds our zeros, not the swarm's gradient.
-  if (epoch_ != round.epoch || facts.averaging != collab::StepAveraging::kGroup || facts.averaged_fraction < 1 ||
-      stopping()) {
+  // Only from the state that round averaged for, only with the whole vector averaged (a part left to us
+  // holds our zeros, not the swarm's gradient), and only where another member sent gradients: with aux peers
+  // alone nothing was weighed, and the "average" is our zeros.
+  std::string why_not;
+  if (epoch_ != round.epoch) why_not = "we are at epoch " + std::to_string(epoch_);
+  else if (facts.averaging != collab::StepAveraging::kGroup) why_not = facts.why_not_averaged;
+  else if (outcome->senders < 2) why_not = "nobody else in its group sent gradients";
+  else if (facts.averaged_fraction < 1) why_not = "not all of it was averaged";
+  else if (stopping()) why_not = "stopping";
+  if (!why_not.empty()) {
     Logger::Line(options_.log, LogLevel::kInfo, kLog)
-        << "epoch " << round.epoch << ": the round taken part in at weight 0 gives us no step ("
-        << (epoch_ != round.epoch ? "we are at epoch " + std::to_string(epoch_)
-            : facts.averaging != collab::StepAveraging::kGroup ? facts.why_not_averaged
-                                                               : "not all of it was averaged")
-        << ")";
+        << "epoch " << round.epoch << ": the round taken part in at weight 0 gives us no step (" << why_not << ")";
     return;
   }
   std::copy(round.vector.begin(), round.vector.end(), p.gradients.values().begin());
