@@ -133,22 +133,34 @@ TEST_CASE("A peer sitting a round out takes part in the next at weight 0 while i
   const Run run = run_three(dir, /*sit_out=*/true, "always", 480);
   CHECK(count(run, "averaged") >= 10);
   CHECK(count(run, "local") <= 1);
-  // (epoch, group) -> the parameters each member stepped to, and which of those steps added no samples.
-  std::map<std::pair<std::uint64_t, std::string>, std::vector<std::pair<std::uint64_t, std::string>>> groups;
+  // (epoch, group) -> each member's step: the samples it added, whether its whole vector came back averaged,
+  // the parameters it stepped to.
+  struct Member {
+    std::uint64_t samples;
+    bool in_full;
+    std::string hash;
+  };
+  std::map<std::pair<std::uint64_t, std::string>, std::vector<Member>> groups;
   for (const auto& peer : run.events) {
     for (const auto& e : peer) {
       if (e.value("event", "") != "averaged") continue;
-      groups[{e["epoch"].get<std::uint64_t>(), e["group"].get<std::string>()}].emplace_back(
-          e["samples"].get<std::uint64_t>(), e["params_hash"].get<std::string>());
+      groups[{e["epoch"].get<std::uint64_t>(), e["group"].get<std::string>()}].push_back(
+          {e["samples"].get<std::uint64_t>(), e.value("averaged_fraction", 0.0) >= 1, e["params_hash"].get<std::string>()});
     }
   }
+  // A member at weight 0 steps only with the whole vector averaged, and then to the parameters of every
+  // member whose vector came back averaged in full (one whose reducer dropped it keeps its own values there).
   size_t zero_weight_steps = 0;
   for (const auto& [key, members] : groups) {
     INFO("epoch " << key.first << ", group " << key.second);
-    const bool has_zero = std::any_of(members.begin(), members.end(), [](const auto& m) { return m.first == 0; });
-    if (!has_zero) continue;
-    ++zero_weight_steps;
-    for (const auto& m : members) CHECK(m.second == members.front().second);  // bit-identical parameters
+    for (const auto& zero : members) {
+      if (zero.samples != 0) continue;
+      ++zero_weight_steps;
+      CHECK(zero.in_full);
+      for (const auto& m : members) {
+        if (m.in_full) CHECK(m.hash == zero.hash);  // bit-identical parameters
+      }
+    }
   }
   CHECK(zero_weight_steps >= 1);
 }

@@ -154,6 +154,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
   };
   std::deque<Retry> retries;
   std::uint64_t averaged_elements = 0;
+  std::uint64_t unweighed_parts = 0;  // AllReduceResult::unweighed_parts
   std::uint64_t bytes_sent = 0;  // the parts' payloads
   Logger* log = nullptr;
   std::optional<InFlightWindow> window;  // set before the first send
@@ -271,6 +272,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
     if (average && options.answer != wire::PartAnswer::kAverage) {
       return error(Code::kMalformed, "a reducer answered part " + std::to_string(part.index) + " with an average where we asked for a delta");
     }
+    if (!average && options.answer == wire::PartAnswer::kAverage) ++unweighed_parts;
     std::span<float> target = vector.subspan(static_cast<size_t>(part.begin), part.size());
     const zmq::message_t& frame = reply.frames[0];
     const auto* bytes = static_cast<const std::uint8_t*>(frame.data());
@@ -553,6 +555,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
     }
     std::uint64_t averaged = sender->averaged_elements + (self.sends() ? my_elements : 0);
     result.bytes_sent = sender->bytes_sent;
+    result.unweighed_parts = sender->unweighed_parts;
     result.averaged_fraction = group.length() == 0 || !self.sends() ? 1.0
                                                                     : static_cast<double>(averaged) / static_cast<double>(group.length());
   }

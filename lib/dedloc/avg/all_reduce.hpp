@@ -82,6 +82,10 @@ struct AllReduceResult {
   double averaged_fraction = 0;                  // of our vector's elements that came back averaged
   std::vector<crypto::PeerId> banned_senders;    // members our reducer stopped waiting for
   std::vector<crypto::PeerId> failed_reducers;   // reducers we gave up on (we kept our values there)
+  // Parts we asked the average of that came back as a zero delta: their reducer weighed nothing (every
+  // contribution it kept had weight 0, the senders with weight banned). A member at weight 0 holds its own
+  // zeros there, not the others' average.
+  std::uint64_t unweighed_parts = 0;
   // Payload bytes this peer put on the wire in the round: its parts to the reducers (a part resent, to a
   // reducer that had not yet heard of the round, counts twice) and its reducer's deltas back to the
   // senders (codec bytes; message headers and transport framing not counted).

@@ -1158,15 +1158,20 @@ void Trainer::finish_zero_weight_round(TrainerReport& report) {
   collab::StepFacts facts;
   facts.other_trainers = p.swarm.others();
   record_gradient_round(outcome, facts);
-  // Only from the state that round averaged for, only with the whole vector averaged (a part left to us
-  // holds our zeros, not the swarm's gradient), and only where another member sent gradients: with aux peers
-  // alone nothing was weighed, and the "average" is our zeros.
+  // Only from the state that round averaged for, and only where every part holds the average of weighted
+  // contributions, as every other member's does: not where a part came back unaveraged, nor where a reducer
+  // (ours among them) dropped a sender and may have weighed nothing (aux peers alone, or the only sender
+  // banned), leaving our zeros there.
   std::string why_not;
   if (epoch_ != round.epoch) why_not = "we are at epoch " + std::to_string(epoch_);
   else if (facts.averaging != collab::StepAveraging::kGroup) why_not = facts.why_not_averaged;
   else if (outcome->senders < 2) why_not = "nobody else in its group sent gradients";
   else if (facts.averaged_fraction < 1) why_not = "not all of it was averaged";
-  else if (stopping()) why_not = "stopping";
+  else if (!outcome->all_reduce.banned_senders.empty() || outcome->all_reduce.unweighed_parts > 0) {
+    why_not = "a reducer averaged without a sender";
+  } else if (stopping()) {
+    why_not = "stopping";
+  }
   if (!why_not.empty()) {
     Logger::Line(options_.log, LogLevel::kInfo, kLog)
         << "epoch " << round.epoch << ": the round taken part in at weight 0 gives us no step (" << why_not << ")";
