@@ -137,10 +137,8 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
   }
   outcome.group_size = (*group)->size();
   outcome.group_id = (*group)->id();
-  for (size_t m = 0; m < (*group)->size(); ++m) {
-    outcome.members.push_back((*group)->member(m).id);
-    outcome.senders += (*group)->member(m).sends();
-  }
+  for (size_t m = 0; m < (*group)->size(); ++m) outcome.members.push_back((*group)->member(m).id);
+  outcome.senders = (*group)->senders().size();
   const auto search = matchmaker_->last_search();
   if (!outcome.found_ahead) outcome.matchmaking_time = search.took;  // ahead, it includes our own computing
   outcome.quorum_to_full = search.quorum_to_full;

@@ -56,6 +56,21 @@ Result<AuxPeerReport> AuxPeer::run(const std::function<bool()>& should_stop) {
 
 Duration AuxPeer::help_one_round(AuxPeerReport& report) {
   const std::string& run_id = options_.averager.run_id;
+  // The trainers' progress records say which epoch's gradients they will average next (the round's name:
+  // gradient_round), when they start looking for its group (aux_timing.hpp), and how many will look: with
+  // all of them in, a group we lead forms at once rather than at the matchmaking deadline. Without
+  // records, plain "grad" rounds.
+  auto trainers = read_progress(dht_, run_id, Deadline::after(std::chrono::seconds(2)));
+  std::optional<AuxRoundTiming> timing;
+  if (trainers && !trainers->empty()) {
+    timing = time_aux_round(*trainers, last_looked_, synchronous_batch(), options_.averager.matchmaking_time,
+                            SystemClock::instance().unix_seconds());
+    if (!timing->look_now) {
+      publish_metrics(timing->epoch, report.rounds);  // also while we wait: monitors keep listing us
+      return timing->wait;
+    }
+  }
+  // The layout only once it is time to look (not at every read of the records while we wait).
   auto schema = avg::read_schema(dht_, run_id, Deadline::after(std::chrono::seconds(5)));
   if (!schema || !schema->has_value()) {
     if (!told_waiting_) {
@@ -65,20 +80,11 @@ Duration AuxPeer::help_one_round(AuxPeerReport& report) {
     }
     return options_.retry_interval;
   }
-  // The trainers' progress records say which epoch's gradients they will average next (the round's name:
-  // gradient_round), when they start looking for its group (aux_timing.hpp), and how many will look: with
-  // all of them in, a group we lead forms at once rather than at the matchmaking deadline. Without
-  // records, plain "grad" rounds.
-  auto trainers = read_progress(dht_, run_id, Deadline::after(std::chrono::seconds(2)));
+  publish_metrics(timing ? timing->epoch : 0, report.rounds);
   size_t expected = 0;
   std::string round = "grad";
-  std::uint64_t epoch = 0;
-  if (trainers && !trainers->empty()) {
-    const AuxRoundTiming timing = time_aux_round(*trainers, last_looked_, synchronous_batch(),
-                                                 options_.averager.matchmaking_time, SystemClock::instance().unix_seconds());
-    epoch = timing.epoch;
-    publish_metrics(epoch, report.rounds);  // also while we wait: monitors keep listing us
-    if (!timing.look_now) return timing.wait;
+  if (timing) {
+    const std::uint64_t epoch = timing->epoch;
     // The round's bucket, as the trainers split it (group_buckets.hpp): an aux peer takes its own.
     const Bytes self = own_subkey(dht_);
     const GroupBucket bucket = choose_group_bucket(gradient_round(epoch), epoch, *trainers, std::string(self.begin(), self.end()),
@@ -88,8 +94,6 @@ Duration AuxPeer::help_one_round(AuxPeerReport& report) {
     round = bucket.round;
     last_looked_ = epoch;  // found or not, this round is over for us once the search ends
     follow_trainers_deadline(*trainers);
-  } else {
-    publish_metrics(epoch, report.rounds);
   }
   auto outcome = averager_->step(**schema, {}, 0, expected, round);
   if (!outcome) {

@@ -463,6 +463,13 @@ void learn_waits(collab::AveragingTimeouts& waits, const avg::StepOutcome& outco
 
 }  // namespace
 
+void Trainer::apply_round_waits() {
+  auto& p = *parts_;
+  auto& averager = p.swarm.averager();
+  if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
+  apply_learned_waits(p.waits, averager);
+}
+
 size_t Trainer::expected_trainers() {
   auto& p = *parts_;
   if (!p.gone) return p.swarm.others() + 1;
@@ -482,8 +489,7 @@ Result<avg::StepOutcome> Trainer::run_gradient_round(double weight) {
   // round found gone (aux peers publish no progress, and are welcome if they are in by then).
   const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_), epoch_);
   auto breaker = round_interruptible(grouped_ahead(bucket.round));
-  if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
-  apply_learned_waits(p.waits, averager);
+  apply_round_waits();
   const size_t expected = bucket_expected(bucket);
   auto average = [&] {
     return averager.step(p.gradients.schema(), p.gradients.values(), weight, expected, bucket.round);
@@ -1133,8 +1139,7 @@ bool Trainer::start_zero_weight_round(std::uint64_t epoch) {
   auto& averager = p.swarm.averager();
   const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch), epoch);
   seed_round_deadline();
-  if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
-  apply_learned_waits(p.waits, averager);
+  apply_round_waits();
   auto& round = p.zero_round.emplace();
   round.epoch = epoch;
   round.vector.assign(p.gradients.values().size(), 0.0f);
