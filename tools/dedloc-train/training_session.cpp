@@ -67,6 +67,7 @@ void print_event(const train::TrainerEvent& e) {
     line["samples"] = e.samples;
     line["bytes_sent"] = e.bytes_sent;
     line["samples_computed"] = e.samples_computed;
+    line["compute_seconds"] = e.compute_seconds;
     if (e.inner_steps > 0) line["inner_steps"] = e.inner_steps;
   }
   if (e.kind == train::TrainerEvent::Kind::kAveraged) {
@@ -76,6 +77,7 @@ void print_event(const train::TrainerEvent& e) {
     line["averaged_fraction"] = e.averaged_fraction;
     line["averaging_seconds"] = e.averaging_seconds;
     line["averaging_deadline"] = e.averaging_deadline;
+    line["round_seconds"] = e.round_seconds;
   }
   if (!e.params_hash.empty()) {
     line["params_hash"] = e.params_hash;

@@ -91,6 +91,10 @@ bool stale_advert(const DonorInfo& donor, double newest_refresh) {
   return newest_refresh - donor.refreshed > ttl / 2;
 }
 
+double donor_priority(double bandwidth) {
+  return std::isfinite(bandwidth) && bandwidth > 0 ? bandwidth * 8 / 1e6 : 0;
+}
+
 std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_64& rng) {
   double newest_refresh = 0;
   for (const auto& d : donors) newest_refresh = std::max(newest_refresh, d.refreshed);

@@ -16,7 +16,8 @@
 //      refreshing its advert, which lingers until its TTL runs out); then the newest advertised epoch
 //      (the newest and the one before it alike: right after a step only the first peers to take it
 //      advertise it, and a wave of joiners would all pick those), direct donors before those behind a
-//      relay (every byte would cross the relay and a home upload), the least loaded, the owner's priority,
+//      relay (every byte would cross the relay and a home upload), the least loaded, the owner's priority
+//      (a trainer advertises its upload rate: a slow peer's upload is what its all-reduce waits on),
 //      ties in random order (joiners with the same list do not all pick the same donors);
 //   2. probe them for liveness, `probe_fanout` at once in rank order, a new one as each probe fails: a probe
 //      is the "done" request (it takes no slot; every donor answers it with its current epoch, schema hash
@@ -83,7 +84,7 @@ struct DonorInfo {
   std::uint64_t epoch = 0;           // as advertised (the donor's description is what counts)
   std::uint64_t downloads = 0;       // in progress when advertised
   std::uint64_t max_downloads = 0;   // the donor's limit (0: unknown)
-  double priority = 0;               // the owner's preference, higher first (a dedicated donor says 1)
+  double priority = 0;               // the owner's preference, higher first (trainers say their upload, Mbit/s)
   double expiration = 0;             // of the advertisement, unix seconds (0 for a hand-made list)
   double refreshed = 0;              // when the advertisement was last stored, unix seconds by the donor's
                                      // clock (0: not said: a hand-made list, or a peer older than the field)
@@ -116,6 +117,11 @@ void add_donor_schema(dht::RecordValidator& validator);
 
 // The order a download probes donors in (see step 1 above); `rng` breaks ties.
 std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_64& rng);
+
+// The priority a trainer advertises as a donor: its upload rate (`bandwidth`, bytes/s) in Mbit/s, so that
+// among equally loaded donors the fastest serve first. A download crosses the donor's upload, and a slow
+// peer's upload is what its group's all-reduce waits on; the fast ones have room to spare.
+double donor_priority(double bandwidth);
 
 // ---- Serving ----
 

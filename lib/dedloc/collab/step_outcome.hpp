@@ -44,6 +44,7 @@ struct StepFacts {
   double averaged_fraction = 1;        // kGroup: the share of the vector that was averaged (the rest is ours)
   double averaging_seconds = 0;        // kGroup: how long the all-reduce took (for the step line)
   double averaging_deadline = 0;       // kGroup: the deadline it had
+  double round_seconds = 0;            // the whole round after our batch: the wait for the group, then the all-reduce
   bool result_finite = true;           // the gradients the optimizer would apply, after averaging
 };
 

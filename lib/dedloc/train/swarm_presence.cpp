@@ -90,7 +90,12 @@ void SwarmPresence::publish_donor_and_metrics(const collab::PeerMetrics& metrics
   if (!force && now - last_donor_advert_ < options_.record_ttl / 3) return;
   last_donor_advert_ = now;
   std::optional<avg::DonorInfo> info;
-  if (!donor_endpoint_.empty()) info = state_server_->donor_info(net::PeerAddress{donor_endpoint_, node_.id()});
+  // Downloaders prefer the faster donors among equally loaded ones: the state a joiner pulls crosses the
+  // donor's upload, and on a slow peer that upload is what the swarm's all-reduce waits on (in the lab's
+  // part-time run a download from a 12.5 Mbit/s trainer lengthened the round it overlapped by 2-3 s).
+  if (!donor_endpoint_.empty()) {
+    info = state_server_->donor_info(net::PeerAddress{donor_endpoint_, node_.id()}, avg::donor_priority(options_.averaging.bandwidth));
+  }
   // Off the training thread: the stores take a lookup and a store each, at the swarm's round trips.
   publisher_.post([this, info = std::move(info), metrics] {
     const auto deadline = Deadline::after(std::chrono::seconds(3));

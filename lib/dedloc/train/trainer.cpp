@@ -419,7 +419,9 @@ void Trainer::accumulate(const Batch& batch, double loss) {
 void Trainer::average_gradients(collab::StepFacts& facts) {
   auto& p = *parts_;
   p.ema.pause();
+  const double began = now_seconds();
   auto outcome = run_gradient_round(static_cast<double>(p.gradients.samples()));
+  facts.round_seconds = now_seconds() - began;
   p.ema.resume(now_seconds());
   if (!outcome) write_update(/*again=*/true);  // a failed round may have left the buffer half-averaged
   record_gradient_round(outcome, facts);
@@ -698,10 +700,12 @@ void Trainer::conclude_step(TrainerReport& report, const collab::StepFacts& fact
       event.averaged_fraction = facts.averaged_fraction;
       event.averaging_seconds = facts.averaging_seconds;
       event.averaging_deadline = facts.averaging_deadline;
+      event.round_seconds = facts.round_seconds;
     }
     event.bytes_sent = p.bytes_sent;
     if (p.outer && apply) event.inner_steps = p.inner_steps_per_outer;
     event.samples_computed = p.samples_computed;
+    event.compute_seconds = p.compute_seconds;
     if (options_.hash_parameters) describe_parameters(event);
     options_.on_event(event);
   }

@@ -72,10 +72,13 @@ struct TrainerEvent {
   // and parameter rounds), and the samples it has computed: their ratio is what a mode costs per sample.
   std::uint64_t bytes_sent = 0;
   std::uint64_t samples_computed = 0;
+  double compute_seconds = 0;     // the time spent computing since it started (the rest went to rounds and waits)
   std::uint64_t inner_steps = 0;  // DiLoCo: the inner steps this peer took before the outer step it reports
   // kAveraged: how long the all-reduce took, and the deadline it had.
   double averaging_seconds = 0;
   double averaging_deadline = 0;
+  // kAveraged: the round's whole time after this peer's batch ended: the wait for the group, then the all-reduce.
+  double round_seconds = 0;
   // kLoadedState: a resync (our parameters had left the majority's: collab/divergence.hpp) rather than a
   // catch-up with a swarm that was ahead.
   bool resync = false;

@@ -153,6 +153,15 @@ TEST_CASE("Donors are ranked by epoch, then load, then priority, equals in rando
   std::map<std::string, int> first;
   for (int i = 0; i < 300; ++i) ++first[ports(rank_donors(equal, rng))[0]];
   for (const auto& port : {"1", "2", "3"}) CHECK(first[port] > 60);
+
+  // Trainers advertise their upload as their priority: among idle donors the fastest serve first, a busy
+  // fast one after the idle slow ones (a wave of joiners still spreads).
+  CHECK(donor_priority(50e6 / 8) == Approx(50.0));
+  CHECK(donor_priority(0) == 0);
+  CHECK(donor_priority(std::nan("")) == 0);
+  std::vector<DonorInfo> rates{donor("1", 3, 0, 4, donor_priority(12.5e6 / 8)), donor("2", 3, 0, 4, donor_priority(50e6 / 8)),
+                               donor("3", 3, 0, 4, donor_priority(25e6 / 8)), donor("4", 3, 1, 4, donor_priority(250e6 / 8))};
+  CHECK(ports(rank_donors(rates, rng)) == std::vector<std::string>{"2", "3", "1", "4"});
 }
 
 TEST_CASE("Donor records are checked against their schema", "[unit][avg][state]") {
