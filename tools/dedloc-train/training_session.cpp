@@ -68,6 +68,7 @@ void print_event(const train::TrainerEvent& e) {
     line["bytes_sent"] = e.bytes_sent;
     line["samples_computed"] = e.samples_computed;
     line["compute_seconds"] = e.compute_seconds;
+    line["waited_seconds"] = e.waited_seconds;
     if (e.inner_steps > 0) line["inner_steps"] = e.inner_steps;
   }
   if (e.kind == train::TrainerEvent::Kind::kAveraged) {

@@ -62,7 +62,10 @@ bool round_done_without_us(const std::vector<PeerProgress>& others, std::uint64_
 
 // An exponential moving average of samples/s over compute time only (hivemind's PerformanceEMA): the time
 // spent averaging or waiting between update() calls while paused does not count, so the rate others read
-// is how fast this peer computes, not how fast the last step went.
+// is how fast this peer computes, not how fast the last step went. Others extrapolate our record at this
+// rate to tell when our micro-batches end (collab::estimate_collaboration): a rate that counted the step's
+// own work after a round (applying it, serving the new state) would read low, and the swarm would see
+// every batch complete a little after it did.
 class ThroughputEma {
  public:
   explicit ThroughputEma(double alpha = 0.1) : alpha_(alpha) {}
@@ -71,6 +74,12 @@ class ThroughputEma {
   void pause() { paused_ = true; }
   // Restarts the clock at `now`: the paused time is not counted.
   void resume(double now);
+  // A micro-batch begins at `now`: after a pause, the clock restarts here, so that whatever came between
+  // the pause and this micro-batch does not count either. Between micro-batches computed back to back the
+  // clock runs on (the loop between them is part of how fast this peer computes).
+  void begin_micro_batch(double now) {
+    if (paused_ || last_ < 0) resume(now);
+  }
   double samples_per_second() const { return rate_; }
 
  private:

@@ -45,6 +45,7 @@ struct StepFacts {
   double averaging_seconds = 0;        // kGroup: how long the all-reduce took (for the step line)
   double averaging_deadline = 0;       // kGroup: the deadline it had
   double round_seconds = 0;            // the whole round after our batch: the wait for the group, then the all-reduce
+  double waited_seconds = 0;           // waited for the others' micro-batches that complete the batch (instead of one more)
   bool result_finite = true;           // the gradients the optimizer would apply, after averaging
 };
 

@@ -422,7 +422,6 @@ void Trainer::average_gradients(collab::StepFacts& facts) {
   const double began = now_seconds();
   auto outcome = run_gradient_round(static_cast<double>(p.gradients.samples()));
   facts.round_seconds = now_seconds() - began;
-  p.ema.resume(now_seconds());
   if (!outcome) write_update(/*again=*/true);  // a failed round may have left the buffer half-averaged
   record_gradient_round(outcome, facts);
 }
@@ -596,6 +595,7 @@ void Trainer::step(TrainerReport& report) {
   collab::StepFacts facts;
   facts.local_gradients_finite = p.gradients.finite();
   facts.other_trainers = p.swarm.others();
+  facts.waited_seconds = p.due_batch_epoch == epoch_ ? p.due_batch_waited : 0;
   StepInputs inputs{p.gradients.samples(), p.gradients.sample_ids()};
   seed_round_deadline();
   if (!facts.local_gradients_finite) {
@@ -706,6 +706,7 @@ void Trainer::conclude_step(TrainerReport& report, const collab::StepFacts& fact
     if (p.outer && apply) event.inner_steps = p.inner_steps_per_outer;
     event.samples_computed = p.samples_computed;
     event.compute_seconds = p.compute_seconds;
+    event.waited_seconds = facts.waited_seconds;
     if (options_.hash_parameters) describe_parameters(event);
     options_.on_event(event);
   }
@@ -756,7 +757,6 @@ bool Trainer::wait_for_due_batch() {
     const auto swarm = tracker.state();
     if (swarm.batch_ready() || swarm.epoch > progress_epoch() || std::chrono::steady_clock::now() >= until) break;
   }
-  p.ema.resume(now_seconds());
   p.due_batch_waited += now_seconds() - began;
   return true;
 }
@@ -790,7 +790,6 @@ void Trainer::average_parameters() {
   const collab::GroupBucket bucket = round_bucket("params." + std::to_string(epoch_), epoch_);
   auto outcome = p.swarm.averager().step(p.gradients.schema(), p.gradients.values(), 1.0, bucket_expected(bucket),
                                          bucket.round, wire::PartAnswer::kDelta);
-  p.ema.resume(now_seconds());
   Logger::Line line(options_.log, LogLevel::kInfo, kLog);
   line << "epoch " << epoch_ << ": ";
   if (!outcome) {
@@ -827,7 +826,6 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swa
     auto breaker = interruptible();
     downloaded = avg::download_state(node_, p.swarm.averager().client(), download, Deadline::after(std::chrono::seconds(120)));
   }
-  p.ema.resume(now_seconds());
   if (!downloaded) return downloaded.status().with_context("downloading the swarm's state");
   p.catch_up_retry = kFirstCatchUpRetry;  // the donors answered: a later failure is a new story
   p.last_download_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - download_began).count();
@@ -1107,7 +1105,6 @@ bool Trainer::sit_out_missed_round(TrainerReport& report) {
     tracker.refresh_now();  // bounded by the tracker's DHT timeout
     over = collab::round_done_without_us(tracker.others_records(), epoch_);
   }
-  p.ema.resume(now_seconds());
   if (!over || stopping()) return false;
   Logger::Line(options_.log, LogLevel::kInfo, kLog)
       << "epoch " << epoch_ << ": no group, and the other peers finished this round without us: loading the "
@@ -1226,6 +1223,7 @@ bool Trainer::resync_if_diverged(TrainerReport& report) {
 Result<bool> Trainer::compute_micro_batch() {
   auto& p = *parts_;
   double compute_begin = now_seconds();
+  p.ema.begin_micro_batch(compute_begin);  // after a round, wait or download (paused), the clock restarts here
   auto batch = task_.next_batch();
   if (!batch) return batch.status().with_context("reading data");
   torch::Tensor loss = task_.loss(*batch);

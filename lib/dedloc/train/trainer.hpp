@@ -73,6 +73,7 @@ struct TrainerEvent {
   std::uint64_t bytes_sent = 0;
   std::uint64_t samples_computed = 0;
   double compute_seconds = 0;     // the time spent computing since it started (the rest went to rounds and waits)
+  double waited_seconds = 0;      // this step's wait for the others' micro-batches that complete its batch
   std::uint64_t inner_steps = 0;  // DiLoCo: the inner steps this peer took before the outer step it reports
   // kAveraged: how long the all-reduce took, and the deadline it had.
   double averaging_seconds = 0;

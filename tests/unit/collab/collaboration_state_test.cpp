@@ -104,6 +104,26 @@ TEST_CASE("Throughput EMA counts compute time only", "[unit][train]") {
   CHECK(ema.samples_per_second() == Approx(200));
 }
 
+TEST_CASE("Throughput EMA restarts its clock at the micro-batch after a pause, not at the pause's end", "[unit][train]") {
+  ThroughputEma ema(0.5);
+  ema.begin_micro_batch(0);
+  ema.update(100, 1);  // 100/s
+  ema.begin_micro_batch(1);  // back to back: the clock runs on
+  ema.update(100, 2);
+  CHECK(ema.samples_per_second() == Approx(100));
+  // A round (paused), then the step's own work after it: applying it, serving the state, 0.5 s of it. The
+  // next micro-batch begins at 12.5 and takes 1 s: still 100/s, where a clock restarted when the round
+  // ended (12) would read 67/s, and others would count our micro-batches as ending later than they do.
+  ema.pause();
+  ema.begin_micro_batch(12.5);
+  ema.update(100, 13.5);
+  CHECK(ema.samples_per_second() == Approx(100));
+  // A gap between micro-batches that nobody paused for counts: it is how fast this peer goes.
+  ema.begin_micro_batch(14.5);
+  ema.update(100, 15.5);
+  CHECK(ema.samples_per_second() == Approx(75));
+}
+
 TEST_CASE("Progress records round-trip, and hostile ones are refused", "[unit][train]") {
   PeerProgress p = peer(12, 345, 67.5, 1.7e9);
   p.client_mode = true;
