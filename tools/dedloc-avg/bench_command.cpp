@@ -66,6 +66,10 @@ class BenchCommand final : public Command {
                     "with --emulate-links: the lab hosts' MTU in bytes; 1500 is the internet's, the default keeps "
                     "the emulator's CPU low but makes each packet long on a slow link (docs/lab.md)")
         ->capture_default_str();
+    sub->add_option("--congestion-control", o_.congestion_control,
+                    "with --emulate-links: the lab hosts' TCP congestion control (cubic, the internet's usual one, "
+                    "whatever this machine's; reno, bbr: docs/lab.md)")
+        ->capture_default_str();
     sub->add_option("--lab-hosts", o_.lab_hosts,
                     "run peer i in the i-th lab host of a running `dedloc-lab up`, given as NETNS@ADDRESS,... (root)")
         ->delimiter(',');
@@ -121,6 +125,7 @@ class BenchCommand final : public Command {
       j["rtt_s"] = std::chrono::duration<double>(plan.rtt).count();
       j["loss"] = plan.loss;
       if (o_.emulate_links) j["mtu"] = plan.mtu;
+      if (o_.emulate_links) j["congestion_control"] = plan.congestion_control;
       j["encrypted"] = !common.plaintext;
       j["times_s"] = times;
       j["peer_times_s"] = per_peer;

@@ -3,12 +3,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include "dedloc/lab/lab_network.hpp"
+
 namespace dedloc::lab_tool {
 
 struct UpOptions {
   size_t hosts = 2;
   std::string rtt = "0", jitter = "0", rate = "0", upload, download, loss = "0", queue = "0";
   int mtu = 65000;
+  std::string congestion_control = dedloc::lab::kDefaultCongestionControl;
   std::uint64_t seed = 1;
   bool json = false;
 };

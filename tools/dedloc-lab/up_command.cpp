@@ -33,6 +33,9 @@ void add_up_flags(CLI::App& up, UpOptions& o) {
   up.add_option("--queue", o.queue, "bytes each direction queues before tail drop; 0: 100 ms of its rate")
       ->capture_default_str();
   up.add_option("--mtu", o.mtu, "the TUN devices' MTU")->check(CLI::Range(lab::kMinMtu, lab::kMaxMtu))->capture_default_str();
+  up.add_option("--congestion-control", o.congestion_control,
+                 "the hosts' TCP congestion control (cubic, the internet's usual one, whatever this machine's)")
+      ->capture_default_str();
   up.add_option("--seed", o.seed, "random seed of the loss and jitter")->capture_default_str();
 }
 
@@ -41,7 +44,7 @@ int run_up(const UpOptions& o) {
   auto spec = link_spec(o);
   if (!spec) return cli::report_failure(kTool, spec.status()), cli::kExitUsage;
   cli::install_shutdown_handlers();
-  auto network = lab::LabNetwork::create(o.hosts, {.mtu = o.mtu});
+  auto network = lab::LabNetwork::create(o.hosts, {.mtu = o.mtu, .congestion_control = o.congestion_control});
   if (!network) return cli::report_failure(kTool, network.status()), cli::kExitUnavailable;
   std::optional<lab::RunningEmulator> running;
   running.emplace(**network, std::vector<lab::HostLink>(o.hosts, lab::host_link(*spec)), std::vector<bool>(o.hosts, false),

@@ -47,6 +47,28 @@ Status ip_batch(const std::vector<std::string>& prefix, const std::vector<std::s
   return status;
 }
 
+// Sets a namespace's net.ipv4.tcp_congestion_control: from a thread of its own that enters the namespace,
+// since /proc/sys/net shows the namespace of the thread that opens it (and this process must stay in its own).
+Status set_congestion_control(const std::string& netns, const std::string& algorithm) {
+  Status status;
+  std::thread([&] {
+    status = enter_netns(netns);
+    if (!status.is_ok()) return;
+    const char* path = "/proc/sys/net/ipv4/tcp_congestion_control";
+    const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ::write(fd, algorithm.data(), algorithm.size()) != static_cast<ssize_t>(algorithm.size())) {
+      const std::string why = errno_text();
+      std::string available;
+      std::ifstream listed("/proc/sys/net/ipv4/tcp_available_congestion_control");
+      std::getline(listed, available);
+      status = error(Code::kUnavailable, "cannot set the TCP congestion control '" + algorithm + "' in " + netns + ": " +
+                                             why + " (this kernel has: " + available + ")");
+    }
+    if (fd >= 0) ::close(fd);
+  }).join();
+  return status;
+}
+
 Result<int> open_tun(const std::string& name) {
   const int fd = ::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return error(Code::kUnavailable, "cannot open /dev/net/tun: " + errno_text());
@@ -174,6 +196,7 @@ Result<std::unique_ptr<LabNetwork>> LabNetwork::create(size_t hosts, const LabNe
                                      "link set dev " + host.device + " mtu " + std::to_string(options.mtu) + " up",
                                      "addr add " + host.address + "/16 dev " + host.device})
                                .with_context("configuring " + host.netns));
+    DEDLOC_RETURN_IF_ERROR(set_congestion_control(host.netns, options.congestion_control));
   }
   return net;
 }

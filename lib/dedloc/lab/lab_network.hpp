@@ -35,8 +35,14 @@ struct LabHost {
 // deep, which TCP's many flows handle worse than the internet's 1500 bytes (docs/lab.md, "Packet size").
 constexpr int kMinMtu = 576;
 constexpr int kMaxMtu = 65535;
+// The hosts' TCP congestion control. A namespace inherits the machine's, which need not be the internet's:
+// this machine's is BBR, and sixteen peers all-reducing over the paper scenario's slow links took 1.17x as
+// long under it as under CUBIC, the default of Linux, Windows and macOS (docs/lab.md, "Congestion control").
+// So every host gets CUBIC unless a scenario asks otherwise.
+constexpr const char* kDefaultCongestionControl = "cubic";
 struct LabNetworkOptions {
   int mtu = 65000;
+  std::string congestion_control = kDefaultCongestionControl;
 };
 
 class LabNetwork {

@@ -97,6 +97,12 @@ Result<Scenario> load_scenario(const std::string& path) {
                      std::to_string(kMaxMtu));
   }
   s.mtu = static_cast<int>(mtu);
+  reader->read("congestion_control", s.congestion_control);
+  if (s.congestion_control.empty() || s.congestion_control.size() > 15 ||
+      s.congestion_control.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
+    errors.push_back(path + ": congestion_control: '" + s.congestion_control +
+                     "' is not a TCP congestion control's name (cubic, reno, bbr, ...)");
+  }
   ConfigReader infra = reader->section("infrastructure");
   s.infrastructure_link = {.rtt = std::chrono::milliseconds(20), .upload = 125e6, .download = 125e6};
   read_link(infra, s.infrastructure_link, errors);

@@ -6,6 +6,7 @@
 //   recipe: recipes/synthetic.yaml  # what every trainer runs (relative to the scenario file)
 //   seed: 1
 //   mtu: 1500                     # the lab hosts' MTU (default 65000: docs/lab.md, "Packet size")
+//   congestion_control: cubic     # the hosts' TCP congestion control (the default; docs/lab.md)
 //   infrastructure:               # the DHT bootstrap node and the relays, on public links
 //     rtt: 20ms
 //     rate: 1Gbit
@@ -84,6 +85,7 @@ struct Scenario {
   Duration warmup = std::chrono::seconds(60);
   std::uint64_t seed = 1;
   int mtu = LabNetworkOptions{}.mtu;
+  std::string congestion_control = kDefaultCongestionControl;
   LinkSpec infrastructure_link;
   size_t relays = 0;
   std::vector<PeerGroup> groups;

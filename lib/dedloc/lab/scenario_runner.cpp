@@ -237,7 +237,7 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
   if (!actions) return actions.status();
 
   say("making " + std::to_string(run.hosts.size()) + " lab hosts");
-  auto network = LabNetwork::create(run.hosts.size(), {.mtu = s.mtu});
+  auto network = LabNetwork::create(run.hosts.size(), {.mtu = s.mtu, .congestion_control = s.congestion_control});
   if (!network) return network.status();
   std::vector<HostLink> links;
   std::vector<bool> nat;

@@ -23,6 +23,7 @@ std::string write_scenario(const std::string& name, const std::string& text) {
 const std::string kValid = R"(duration: 60s
 warmup: 20s
 mtu: 9000
+congestion_control: reno
 recipe: some-recipe.yaml
 infrastructure: {rtt: 20ms, rate: 1Gbit, relays: 1}
 groups:
@@ -50,6 +51,7 @@ TEST_CASE("Lab scenarios: the shipped scenarios load", "[lab]") {
   CHECK(big->peer_count() == 64);
   CHECK(big->relays == 2);
   CHECK(big->mtu == 65000);  // the default
+  CHECK(big->congestion_control == "cubic");  // the default, whatever the machine's
   CHECK(load_scenario(test::source_path("bench/lab/scenarios/paper-albert-naive.yaml"))->mtu == 9000);
 }
 
@@ -60,6 +62,7 @@ TEST_CASE("Lab scenarios: every field as written", "[lab]") {
   REQUIRE(s.is_ok());
   CHECK(s->duration == std::chrono::seconds(60));
   CHECK(s->mtu == 9000);
+  CHECK(s->congestion_control == "reno");
   CHECK(s->recipe == (std::filesystem::path(path).parent_path() / "some-recipe.yaml").string());
   CHECK(s->relays == 1);
   REQUIRE(s->groups.size() == 3);
@@ -98,6 +101,8 @@ TEST_CASE("Lab scenarios: mistakes name their key and file", "[lab]") {
            {"join_at: 25s", "join_at: soon", "join_at"},
            {"mtu: 9000", "mtu: 100", "mtu: 100 bytes"},
            {"mtu: 9000", "mtu: 70000", "mtu"},
+           {"congestion_control: reno", "congestion_control: \"\"", "congestion_control"},
+           {"congestion_control: reno", "congestion_control: b b r", "congestion_control"},
        }) {
     std::string text = kValid;
     REQUIRE(text.find(bad.find) != std::string::npos);

@@ -54,7 +54,8 @@ Result<BenchReport> run_all_reduce_bench(const BenchOptions& o, const BenchPlan&
   // Declared first, destroyed last: the peers are reaped (killed at once on an error) before the links go.
   std::unique_ptr<EmulatedLinks> links;
   if (o.emulate_links) {
-    auto made = EmulatedLinks::create(plan.rates, plan.rtt, plan.loss, plan.mtu);
+    auto made = EmulatedLinks::create(plan.rates, plan.rtt, plan.loss,
+                                      {.mtu = plan.mtu, .congestion_control = plan.congestion_control});
     if (!made) return made.status().with_context("--emulate-links");
     links = std::move(*made);
     setup.netns = links->namespaces();

@@ -89,6 +89,10 @@ Result<BenchPlan> plan_all_reduce_bench(const BenchOptions& o) {
     return usage("--mtu must be within " + std::to_string(lab::kMinMtu) + "-" + std::to_string(lab::kMaxMtu));
   }
   plan.mtu = o.mtu;
+  if (o.congestion_control != lab::kDefaultCongestionControl && !o.emulate_links) {
+    return usage("--congestion-control needs --emulate-links");
+  }
+  plan.congestion_control = o.congestion_control;
   if (!o.lab_hosts.empty()) {
     if (o.emulate_links) return usage("--lab-hosts and --emulate-links exclude each other");
     if (o.lab_hosts.size() != o.peers) {

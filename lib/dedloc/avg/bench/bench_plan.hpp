@@ -29,6 +29,8 @@ struct BenchOptions {
   std::string rtt = "0";                // with emulate_links: the round trip between two peers (e.g. 100ms)
   std::string loss = "0";               // with emulate_links: the loss of each packet a peer sends (e.g. 0.5%)
   int mtu = lab::LabNetworkOptions{}.mtu;  // with emulate_links: the lab hosts' MTU (docs/lab.md, "Packet size")
+  // with emulate_links: the lab hosts' TCP congestion control (docs/lab.md, "Congestion control")
+  std::string congestion_control = lab::kDefaultCongestionControl;
   // Lab hosts made elsewhere (`dedloc-lab up`), one per peer, as NETNS@ADDRESS: peer i runs in the i-th
   // namespace and binds its address, and the links are whatever that lab emulates (bench/lab/run.sh
   // runs gloo in the same hosts). Not with emulate_links.
@@ -55,6 +57,7 @@ struct BenchPlan {
   std::vector<std::string> addresses;
   double loss = 0;
   int mtu = lab::LabNetworkOptions{}.mtu;
+  std::string congestion_control = lab::kDefaultCongestionControl;
 };
 
 // Validates `options` (including, with emulate_links, that this process runs as root, and, when

@@ -5,8 +5,8 @@
 namespace dedloc::avg::bench {
 
 Result<std::unique_ptr<EmulatedLinks>> EmulatedLinks::create(const std::vector<double>& rates, Duration rtt,
-                                                            double loss, int mtu) {
-  auto network = lab::LabNetwork::create(rates.size(), {.mtu = mtu});
+                                                            double loss, const lab::LabNetworkOptions& hosts) {
+  auto network = lab::LabNetwork::create(rates.size(), hosts);
   if (!network) return network.status();
   std::vector<lab::HostLink> links;
   for (double rate : rates) links.push_back(lab::host_link({.rtt = rtt, .upload = rate, .download = rate, .loss = loss}));

@@ -18,7 +18,8 @@ class EmulatedLinks {
  public:
   // Makes one lab host per rate (bytes/s both ways). Call before forking the peers (it runs `ip` and
   // waits; no thread is left behind).
-  static Result<std::unique_ptr<EmulatedLinks>> create(const std::vector<double>& rates, Duration rtt, double loss, int mtu);
+  static Result<std::unique_ptr<EmulatedLinks>> create(const std::vector<double>& rates, Duration rtt, double loss,
+                                                       const lab::LabNetworkOptions& hosts);
   // Stops the emulator, then removes the hosts (killing whatever still runs in them).
   ~EmulatedLinks() = default;
   EmulatedLinks(const EmulatedLinks&) = delete;
