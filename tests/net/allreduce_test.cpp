@@ -301,6 +301,46 @@ TEST_CASE("All-reduce: a member with weight 0 takes part without contributing", 
   }
 }
 
+TEST_CASE("All-reduce: a member at weight 0 with zeros sends no values, and gets what the others average", "[net][avg]") {
+  zmq::context_t context;
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (size_t i = 0; i < 3; ++i) peers.push_back(std::make_unique<Peer>(context, &quiet()));
+  // Member 2 takes part at weight 0 with a vector of zeros (a peer catching up while it downloads) and
+  // reduces nothing: everything it sends would be its parts, and it sends none of their values.
+  Setup setup{{AvgRole::kNode, AvgRole::kNode, AvgRole::kNode}, {3, 5, 0}, {3000, 4001, 0}, 1000};
+  for (Codec codec : {Codec::kNone, Codec::kFloat16, Codec::kUniform8Bit}) {
+    for (auto answer : {wire::PartAnswer::kAverage, wire::PartAnswer::kDelta}) {
+      INFO("codec " << codec_name(codec) << ", answer " << static_cast<int>(answer));
+      Group group = make_group(peers, setup);
+      auto vectors = random_vectors(3, group.length(), 23);
+      std::fill(vectors[2].begin(), vectors[2].end(), 0.0f);
+      auto expected = weighted_mean(vectors, setup.weights, {0, 1});
+      double bound = 0;  // rounded once on the way in and once on the way back (the codecs' test above)
+      for (size_t i = 0; i < 2; ++i) bound = std::max(bound, error_bound(codec, vectors[i]));
+      auto results = run_all(peers, group, vectors, setup, AllReduceOptions{.codec = codec, .answer = answer});
+      for (size_t i = 0; i < 3; ++i) REQUIRE(results[i].is_ok());
+      CHECK(results[2]->bytes_sent == 0);
+      CHECK(results[0]->bytes_sent > 0);
+      for (size_t i = 0; i < 3; ++i) {
+        INFO("member " << i);
+        CHECK(results[i]->averaged_fraction == 1.0);
+        CHECK(results[i]->banned_senders.empty());
+        if (codec == Codec::kNone) {
+          CHECK(relative_error(vectors[i], expected) <= 1e-6);
+        } else {
+          double worst = 0;
+          for (size_t k = 0; k < expected.size(); ++k) worst = std::max(worst, std::abs(vectors[i][k] - expected[k]));
+          CHECK(worst <= 3 * bound);
+        }
+      }
+      // The zero-weight member ends with what member 0 holds, as a member that sent its zeros would.
+      if (answer == wire::PartAnswer::kAverage) {
+        CHECK(std::memcmp(vectors[2].data(), vectors[0].data(), vectors[0].size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("All-reduce: parts for a round expected here are held until it starts, not refused and retried",
           "[net][avg]") {
   zmq::context_t context;

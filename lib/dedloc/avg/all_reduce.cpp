@@ -198,7 +198,11 @@ struct Sender : std::enable_shared_from_this<Sender> {
     const Part& part = r.parts[position];
     std::span<const float> values = vector.subspan(static_cast<size_t>(part.begin), part.size());
     zmq::message_t frame;
-    if (options.codec == Codec::kNone) {
+    if (weight == 0 && std::all_of(values.begin(), values.end(), [](float v) { return v == 0.0f; })) {
+      // Zeros at weight 0 add nothing anywhere: the part goes without its values, and the reducer answers as
+      // if they had come (reducer.hpp). A peer taking part at weight 0 (while it downloads the state, or
+      // withdrawn from a round) then uploads headers, not a whole vector of zeros its group would wait for.
+    } else if (options.codec == Codec::kNone) {
       // Straight from the vector, which holds the wire format already (codec.hpp): no copy. Nothing writes
       // these values while ZeroMQ may read them: only this part's delta does, and it comes after the
       // reducer received the whole part; run() waits for every loan before it returns.

@@ -66,6 +66,13 @@ ReducerRound::ReducerRound(const Group& group, size_t me, std::span<float> mine,
   }
 }
 
+zmq::message_t ReducerRound::encoded_zeros(Codec codec, std::span<float> scratch) {
+  std::fill(scratch.begin(), scratch.end(), 0.0f);
+  zmq::message_t frame(encoded_bytes(codec, scratch.size()));
+  encode(codec, scratch, {static_cast<std::uint8_t*>(frame.data()), frame.size()});
+  return frame;
+}
+
 std::span<float> ReducerRound::accumulator(const Part& part) {
   const std::uint64_t range_begin = parts_.front().begin;
   return (own_values_ ? mine_ : workspace_).subspan(static_cast<size_t>(part.begin - range_begin), part.size());
@@ -99,6 +106,7 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
   const Part& grid = parts_[local];
   std::span<float> values = scratch_.first(grid.size());
   auto codec = codec_from_wire(part.codec);
+  if (codec && payload.size() == 0 && part.weight == 0) payload = encoded_zeros(*codec, values);
   // none and fp16 are read straight from the frame (fp16 a chunk at a time): no part-sized decoding pass.
   const bool streamed = codec && (*codec == Codec::kNone || *codec == Codec::kFloat16);
   const auto* bytes = static_cast<const std::uint8_t*>(payload.data());

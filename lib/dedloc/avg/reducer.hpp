@@ -8,6 +8,8 @@
 // are averaged without it. The average
 // is weighted by each sender's weight (its samples): sum(w_i x_i) / sum(w_i) over the contributions
 // delivered. A contribution with NaN or Inf values is refused (that sender keeps its own values there).
+// A part at weight 0 may come without its values (an empty frame: a sender whose values there are zeros);
+// it is answered as if its zeros had come.
 // With `centered_clip` set, a part's contributions are kept until it completes and averaged robustly
 // (avg/centered_clip.hpp) instead of summed as they arrive: one poisoned sender moves the part's average by
 // a bounded length, at the price of n × part floats decoded at completion and a few passes over them.
@@ -91,6 +93,8 @@ class ReducerRound {
   };
 
   std::span<float> accumulator(const Part& part);
+  // A frame of `scratch.size()` zeros in `codec`, for a weight-0 part that came without its values.
+  static zmq::message_t encoded_zeros(Codec codec, std::span<float> scratch);
   // Adds a checked contribution to the part's accumulator: read straight from the frame (`bytes`) for none
   // and fp16, from `decoded` for the other codecs.
   void accumulate(PartState& state, const Part& grid, Codec codec, double weight, const std::uint8_t* bytes,
