@@ -36,7 +36,7 @@ struct LabHost {
 constexpr int kMinMtu = 576;
 constexpr int kMaxMtu = 65535;
 // The hosts' TCP congestion control. A namespace inherits the machine's, which need not be the internet's:
-// this machine's is BBR, and sixteen peers all-reducing over the paper scenario's slow links took 1.17x as
+// this machine's is BBR, and sixteen peers all-reducing over the paper scenario's slow links took 1.11-1.16x as
 // long under it as under CUBIC, the default of Linux, Windows and macOS (docs/lab.md, "Congestion control").
 // So every host gets CUBIC unless a scenario asks otherwise.
 constexpr const char* kDefaultCongestionControl = "cubic";
