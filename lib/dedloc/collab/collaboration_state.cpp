@@ -54,7 +54,6 @@ CollaborationState estimate_collaboration(const std::vector<PeerProgress>& peers
   const double n = static_cast<double>(std::max<size_t>(1, state.peers));
   double refresh = state.samples_per_second > 0 ? state.eta_seconds * n / std::max(n + 3, 1.2 * n)
                                                 : options.max_refresh_seconds;
-  if (state.peers <= 1) refresh = std::min(refresh, options.lone_refresh_seconds);  // the news would be a peer joining
   state.next_refresh_seconds = std::clamp(refresh, options.min_refresh_seconds, options.max_refresh_seconds);
   return state;
 }

@@ -12,11 +12,7 @@
 //   rate R          = Σ of all live peers' samples/s
 //   ETA             = (B − S) / R, 0 once S ≥ B
 //   next refresh in ≈ ETA · N / max(N + 3, 1.2 N), clipped to [min, max] (0.5 s and 10 s by default): often
-//                     when the step is near or the swarm is small, rarely otherwise; and within 2 s while the
-//                     records hold none but ours. A peer alone (the first one up, before the others start)
-//                     would otherwise look again a quarter of a whole batch later, computing toward the batch
-//                     by itself meanwhile, while the others, up a second after it, took their first step
-//                     without it (in the lab: 10 s alone, then a late download every round after)
+//                     when the step is near or the swarm is small, rarely otherwise
 #pragma once
 
 #include <cstdint>
@@ -43,7 +39,6 @@ struct CollaborationState {
 struct EstimateOptions {
   double min_refresh_seconds = 0.5;
   double max_refresh_seconds = 10;
-  double lone_refresh_seconds = 2;  // at most, while the records hold none but ours (above)
 };
 
 // `peers` should hold our own, freshest record too (the tracker puts it there).
