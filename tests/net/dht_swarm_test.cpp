@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <random>
+#include <numeric>
 #include <thread>
 
 #include "net/dht_test_support.hpp"
@@ -18,10 +19,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Gets every key from every listed node, spread over threads. Returns how many gets found the right value.
-size_t get_everywhere(LocalSwarm& swarm, const std::vector<size_t>& nodes, size_t keys, size_t threads = 8) {
+// Gets every key from every listed node, spread over threads. Returns, per key, how many gets found the
+// right value.
+std::vector<size_t> get_everywhere(LocalSwarm& swarm, const std::vector<size_t>& nodes, size_t keys,
+                                   size_t threads = 8) {
   std::atomic<size_t> next{0};
-  std::atomic<size_t> found{0};
+  std::vector<std::atomic<size_t>> found(keys);
   std::vector<std::thread> workers;
   for (size_t t = 0; t < threads; ++t) {
     workers.emplace_back([&] {
@@ -31,14 +34,25 @@ size_t get_everywhere(LocalSwarm& swarm, const std::vector<size_t>& nodes, size_
                                                        Deadline::after(10s));
         if (record.is_ok() && record->has_value() && (*record)->entries.size() == 1 &&
             text_of((*record)->entries[0].value) == "value-" + std::to_string(key)) {
-          ++found;
+          ++found[key];
         }
       }
     });
   }
   for (auto& w : workers) w.join();
-  return found;
+  return std::vector<size_t>(found.begin(), found.end());
 }
+
+// The listed nodes whose own storage holds the key.
+std::vector<size_t> holders(LocalSwarm& swarm, const std::vector<size_t>& nodes, size_t key) {
+  std::vector<size_t> out;
+  for (size_t i : nodes) {
+    if (swarm.node(i).holds("key-" + std::to_string(key))) out.push_back(i);
+  }
+  return out;
+}
+
+size_t sum(const std::vector<size_t>& v) { return std::accumulate(v.begin(), v.end(), size_t{0}); }
 
 }  // namespace
 
@@ -54,11 +68,14 @@ TEST_CASE("64 nodes: 500 keys from random nodes, every key from every node, then
                                                    bytes_of("value-" + std::to_string(key)), in_an_hour(),
                                                    Deadline::after(10s));
     REQUIRE(stored.is_ok());
-    CHECK(stored->stored >= 5);  // the 5 nearest took it (and nodes met on the way keep a copy)
+    CHECK(stored->stored >= 5);  // the 5 nearest took it (nodes met on the way may keep a copy too)
   }
 
   std::vector<size_t> everyone = swarm->alive_nodes();
-  CHECK(get_everywhere(*swarm, everyone, kKeys) == kNodes * kKeys);
+  CHECK(sum(get_everywhere(*swarm, everyone, kKeys)) == kNodes * kKeys);
+  size_t under_replicated = 0;
+  for (size_t key = 0; key < kKeys; ++key) under_replicated += holders(*swarm, everyone, key).size() < 5;
+  CHECK(under_replicated == 0);
 
   // 30% of the nodes crash (sockets closed, no goodbye).
   std::vector<size_t> order = everyone;
@@ -67,15 +84,34 @@ TEST_CASE("64 nodes: 500 keys from random nodes, every key from every node, then
   auto survivors = swarm->alive_nodes();
   REQUIRE(survivors.size() == kNodes - kNodes * 3 / 10);
 
+  // A key whose every replica crashed is gone, and no protocol brings it back. Node ids are random and
+  // neighbouring keys share their nearest nodes, so about one run in 14 loses a stretch of keys at once
+  // (simulated over 20,000 draws of ids and crashes: 1% of runs lose 20 or more of the 500, 0.03% lose
+  // 70). That is what 5 replicas buy, checked above; the claims below are about the keys a survivor holds.
+  std::vector<bool> kept(kKeys);
+  size_t kept_keys = 0;
+  for (size_t key = 0; key < kKeys; ++key) {
+    kept[key] = !holders(*swarm, survivors, key).empty();
+    kept_keys += kept[key];
+  }
+
   // One re-store cycle: every survivor re-stores what it holds to the nodes now nearest to each key.
   // (All at once, as a real swarm's maintenance timers would.)
   std::vector<std::thread> republishers;
   for (size_t i : survivors) republishers.emplace_back([&, i] { swarm->node(i).republish(Deadline::after(60s)); });
   for (auto& t : republishers) t.join();
 
-  size_t found = get_everywhere(*swarm, survivors, kKeys);
-  INFO(found << " of " << survivors.size() * kKeys << " gets succeeded");
-  CHECK(found >= survivors.size() * kKeys * 99 / 100);
+  // The re-store put every kept key back on a full set of replicas...
+  size_t restored = 0;
+  for (size_t key = 0; key < kKeys; ++key) restored += kept[key] && holders(*swarm, survivors, key).size() >= 5;
+  INFO(restored << " of " << kept_keys << " kept keys are back on 5 or more nodes");
+  CHECK(restored >= kept_keys * 99 / 100);
+  // ... and every survivor finds every kept key.
+  auto found = get_everywhere(*swarm, survivors, kKeys);
+  size_t found_kept = 0;
+  for (size_t key = 0; key < kKeys; ++key) found_kept += kept[key] ? found[key] : 0;
+  INFO(found_kept << " of " << survivors.size() * kept_keys << " gets of kept keys succeeded");
+  CHECK(found_kept >= survivors.size() * kept_keys * 99 / 100);
 
   // Dead nodes were met (their RPCs failed), yet no RPC waited longer than its deadline.
   std::uint64_t failed = 0;

@@ -796,6 +796,11 @@ size_t Node::stored_keys() const {
   return storage_.live_keys(now()).size();
 }
 
+bool Node::holds(const std::string& key_name) const {
+  std::lock_guard lock(mutex_);
+  return storage_.get(key_id(key_name), now()).has_value();
+}
+
 NodeStats Node::stats() const {
   return {rpcs_sent_.load(), rpcs_failed_.load(), Duration(longest_rpc_wait_ns_.load()),
           server_ ? server_->stats() : net::ServerStats{}, client_ ? client_->stats() : net::ClientStats{}};

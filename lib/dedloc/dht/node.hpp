@@ -176,6 +176,8 @@ class Node {
   net::PeerAddress address() const { return {advertised_, id()}; }
   std::vector<Contact> contacts() const;
   size_t stored_keys() const;
+  // Whether this node's own storage holds a live entry under `key_name` (no network traffic).
+  bool holds(const std::string& key_name) const;
   NodeStats stats() const;
 
  private:
