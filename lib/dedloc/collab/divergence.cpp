@@ -19,14 +19,16 @@ DivergenceVerdict judge_divergence(const std::vector<PeerProgress>& others, cons
     }
   }
   verdict.diverged = own.params_hash != 0 && verdict.swarm_hash != 0 && verdict.swarm_hash != own.params_hash;
+  verdict.agrees = own.params_hash != 0 && verdict.swarm_hash == own.params_hash;
   return verdict;
 }
 
 DivergenceWatch::Action DivergenceWatch::on_verdict(const DivergenceVerdict& verdict, std::uint64_t epoch) {
   if (!enabled_) return Action::kNone;
   if (!verdict.diverged) {
-    // Agreeing with a majority after the resync's epoch: the resync held.
-    if (resynced_at_ && verdict.swarm_hash != 0 && epoch > *resynced_at_) {
+    // Agreeing with a majority after the resync's epoch: the resync held. (Not while our own hash is still
+    // being computed: that is no verdict on our parameters.)
+    if (resynced_at_ && verdict.agrees && epoch > *resynced_at_) {
       resynced_at_.reset();
       resyncs_in_a_row_ = 0;
     }

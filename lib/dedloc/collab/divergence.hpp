@@ -32,6 +32,7 @@ struct DivergenceVerdict {
   std::uint64_t swarm_hash = 0;  // the majority's hash, when there is one at our epoch
   size_t agreeing = 0;           // records carrying swarm_hash
   size_t peers = 0;              // live records counted, ours included
+  bool agrees = false;           // ours is swarm_hash (ours not computed yet: neither this nor diverged)
 };
 
 // `others`: the other peers' live records; `own`: ours (its epoch and params_hash).

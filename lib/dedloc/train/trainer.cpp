@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "dedloc/avg/background_parameters_hash.hpp"
 #include "dedloc/collab/checkpoint.hpp"
 #include "dedloc/collab/averaging_timeouts.hpp"
 #include "dedloc/collab/deadline_estimator.hpp"
@@ -135,7 +136,7 @@ struct Trainer::Parts {
   std::optional<collab::AveragingTimeouts> waits;           // ... and matchmaking's and the parts' waits
   std::optional<collab::KnownGone> gone;                    // ... and trainers a round found gone
   collab::DivergenceWatch divergence;        // with collaboration.resync_divergent
-  std::uint64_t params_hash = 0;             // avg::parameters_hash of the state we serve, in our progress record
+  avg::BackgroundParametersHash params_hash;  // of the state we serve, for our progress record
   StateTensors state;
   SwarmPresence swarm;
   LossTally loss;
@@ -235,7 +236,7 @@ avg::TrainingState Trainer::snapshot() const {
 void Trainer::serve_current_state() {
   auto& p = *parts_;
   auto state = std::make_shared<const avg::TrainingState>(snapshot());
-  p.params_hash = avg::parameters_hash(*state);
+  p.params_hash.submit(state);  // our record carries the hash once it is ready, a moment into the next batch
   p.swarm.serve_state(std::move(state));
 }
 
@@ -402,7 +403,7 @@ collab::PeerProgress Trainer::local_progress() const {
   progress.compute = parts_->ema.samples_per_second();
   progress.micro_batch = static_cast<std::uint64_t>(std::max<std::int64_t>(0, options_.training.micro_batch_size));
   // While a delayed step is in flight our parameters are the last epoch's: no hash rather than a wrong one.
-  progress.params_hash = parts_->delayed ? 0 : parts_->params_hash;
+  progress.params_hash = parts_->delayed ? 0 : parts_->params_hash.latest();
   if (parts_->round_deadline && parts_->round_deadline->learned()) {
     progress.round_seconds = std::chrono::duration<double>(parts_->round_deadline->median()).count();
     progress.round_mad_seconds = std::chrono::duration<double>(parts_->round_deadline->mad()).count();
@@ -718,7 +719,7 @@ void Trainer::conclude_step(TrainerReport& report, const collab::StepFacts& fact
   } else {
     p.gradients.clear();
   }
-  serve_current_state();  // first: our progress record carries the new parameters' hash
+  serve_current_state();  // first: a donor serves the epoch before our record announces it
   p.swarm.tracker().report(local_progress());
   publish_donor_and_metrics(true);
   if (!options_.checkpoint_dir.empty() && options_.training.checkpoint_every > 0 &&
@@ -1212,7 +1213,7 @@ bool Trainer::resync_if_diverged(TrainerReport& report) {
   if (std::chrono::steady_clock::now() < p.next_catch_up) return false;  // the backoff after a failed attempt
   Logger::Line(options_.log, LogLevel::kInfo, kLog)
       << "epoch " << epoch_ << ": our parameters differ from those of " << verdict.agreeing << " of the " << verdict.peers
-      << " peers (hash " << avg::parameters_hash_hex(p.params_hash) << " against "
+      << " peers (hash " << avg::parameters_hash_hex(p.params_hash.latest()) << " against "
       << avg::parameters_hash_hex(verdict.swarm_hash)
       << "): downloading theirs";
   auto caught = catch_up(report, verdict.swarm_hash);

@@ -16,9 +16,11 @@ PeerProgress record(std::uint64_t epoch, std::uint64_t hash) {
   return progress;
 }
 
-// Verdicts as the watch gets them: a majority of 2 of 3 against us, and 3 of 3 with us.
-const DivergenceVerdict kApart{true, 0xA, 2, 3};
-const DivergenceVerdict kAgreeing{false, 0xA, 3, 3};
+// Verdicts as the watch gets them: a majority of 2 of 3 against us, 3 of 3 with us, and 2 of 3 while our
+// own hash is still being computed (avg/background_parameters_hash.hpp).
+const DivergenceVerdict kApart{true, 0xA, 2, 3, false};
+const DivergenceVerdict kAgreeing{false, 0xA, 3, 3, true};
+const DivergenceVerdict kOursUnknown{false, 0xA, 2, 3, false};
 
 }  // namespace
 
@@ -47,8 +49,12 @@ TEST_CASE("Divergence: nothing is decided without a majority of all live peers",
   CHECK_FALSE(judge_divergence({record(5, 0xA), record(5, 0xC), record(5, 0xC)}, record(5, 0xA)).diverged);
   // Records without a hash (older peers) count among the live, never for a side.
   CHECK_FALSE(judge_divergence({record(5, 0xA), record(5, 0xA), record(5, 0), record(5, 0)}, record(5, 0xB)).diverged);
-  // Without a hash of our own there is nothing to compare.
-  CHECK_FALSE(judge_divergence({record(5, 0xA), record(5, 0xA)}, record(5, 0)).diverged);
+  // Without a hash of our own (not computed yet) there is nothing to compare: neither apart nor agreeing.
+  const auto unknown = judge_divergence({record(5, 0xA), record(5, 0xA)}, record(5, 0));
+  CHECK_FALSE(unknown.diverged);
+  CHECK_FALSE(unknown.agrees);
+  CHECK(unknown.swarm_hash == 0xA);
+  CHECK(judge_divergence({record(5, 0xA), record(5, 0xA)}, record(5, 0xA)).agrees);
   // Peers at other epochs do not count for a side, however many.
   CHECK_FALSE(judge_divergence({record(6, 0xA), record(6, 0xA), record(6, 0xA)}, record(5, 0xB)).diverged);
 }
@@ -87,12 +93,14 @@ TEST_CASE("Divergence watch: resyncs that never hold (steps in groups of a few) 
   watch.on_resynced(1);
   watch.on_step(false);
   CHECK(watch.on_verdict(kAgreeing, 2) == DivergenceWatch::Action::kNone);
-  // Then three that do not: each followed by a step that did not average with the swarm.
+  // Then three that do not: each followed by a step that did not average with the swarm. Between them,
+  // verdicts read while our hash was still being computed say nothing: they do not count as holding.
   std::uint64_t epoch = 5;
   for (int k = 0; k < DivergenceWatch::kMaxResyncsInARow; ++k, ++epoch) {
     CHECK(watch.on_verdict(kApart, epoch) == DivergenceWatch::Action::kResync);
     watch.on_resynced(epoch);
     watch.on_step(false);
+    CHECK(watch.on_verdict(kOursUnknown, epoch + 1) == DivergenceWatch::Action::kNone);
   }
   CHECK(watch.on_verdict(kApart, epoch) == DivergenceWatch::Action::kGiveUpAfterRepeats);
   CHECK_FALSE(watch.enabled());
