@@ -389,6 +389,61 @@ TEST_CASE("All-reduce: parts for a round expected here are held until it starts,
   }
 }
 
+TEST_CASE("All-reduce: a member adding no weight that starts before the senders waits for their first part",
+          "[net][avg]") {
+  zmq::context_t context;
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (size_t i = 0; i < 3; ++i) peers.push_back(std::make_unique<Peer>(context, &quiet()));
+  // Member 2 is an aux peer that reduces most of the vector. It joined a group the trainers (0 and 1) found
+  // ahead, and runs the round at once, with the short deadline it learned from earlier rounds, while the
+  // trainers compute for another 0.8 s.
+  Setup setup{{AvgRole::kNode, AvgRole::kNode, AvgRole::kAux}, {1, 3, 0}, {1000, 1000, 8000}, 500};
+  const auto learned = 400ms;
+  auto run_with_aux_early = [&](AllReduceOptions aux_options) {
+    Group group = make_group(peers, setup);
+    auto vectors = random_vectors(3, group.length(), 27);
+    auto aux = std::async(std::launch::async, [&] {
+      return peers[2]->all_reduce->run(group, {}, 0, aux_options, Deadline::after(learned));
+    });
+    peers[0]->all_reduce->expect(group);
+    peers[1]->all_reduce->expect(group);
+    std::this_thread::sleep_for(800ms);
+    auto senders = run_all(peers, group, vectors, setup, AllReduceOptions{.reducer_timeout = 5s}, {true, true, false});
+    senders.push_back(aux.get());
+    return std::make_pair(std::move(senders), vectors);
+  };
+  SECTION("its clocks start with the first part: everything is averaged") {
+    auto [results, vectors] = run_with_aux_early(AllReduceOptions{.sender_timeout = 200ms, .senders_start_within = 10s});
+    const auto mean = weighted_mean(random_vectors(3, vectors[0].size(), 27), setup.weights, {0, 1});
+    for (size_t i = 0; i < 3; ++i) REQUIRE(results[i].is_ok());
+    for (size_t i = 0; i < 2; ++i) {
+      INFO("member " << i);
+      CHECK(results[i]->averaged_fraction == 1.0);
+      CHECK(relative_error(vectors[i], mean) <= 1e-6);
+    }
+    CHECK(results[2]->banned_senders.empty());
+    CHECK(results[2]->waited_for_senders >= 700ms);
+  }
+  SECTION("without it, the aux member's round is over before the senders come, and its share is lost") {
+    auto [results, vectors] = run_with_aux_early(AllReduceOptions{.sender_timeout = 200ms});
+    for (size_t i = 0; i < 3; ++i) REQUIRE(results[i].is_ok());
+    CHECK(results[2]->banned_senders.size() == 2);
+    CHECK(results[2]->waited_for_senders == Duration::zero());
+    for (size_t i = 0; i < 2; ++i) CHECK(results[i]->averaged_fraction == Approx(0.2));
+  }
+  SECTION("senders that never come are waited for senders_start_within, no longer") {
+    Group group = make_group(peers, setup);
+    const auto started = std::chrono::steady_clock::now();
+    auto result = peers[2]->all_reduce->run(group, {}, 0, AllReduceOptions{.sender_timeout = 100ms, .senders_start_within = 600ms},
+                                            Deadline::after(learned));
+    const auto took = std::chrono::steady_clock::now() - started;
+    REQUIRE(result.is_ok());
+    CHECK(result->banned_senders.size() == 2);
+    CHECK(took >= 600ms);
+    CHECK(took < 600ms + 1s);
+  }
+}
+
 TEST_CASE("Centered clip: a member sending its gradient scaled by 1e6 moves the honest members' common result "
           "by at most tau/3",
           "[net][avg]") {

@@ -452,6 +452,17 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
       std::chrono::steady_clock::now(),
       [sender] { sender->changed.notify_all(); });
   if (options.on_progress) reducer->set_progress_callback(options.on_progress);
+  // The round's deadline: `deadline` as given, or, when we may have started before the senders, as long
+  // after their first part as `deadline` is after now (see AllReduceOptions::senders_start_within).
+  const bool await_senders = options.senders_start_within > Duration::zero();
+  if (await_senders) reducer->count_silence_from_first_part();
+  const TimePoint run_began = std::chrono::steady_clock::now();
+  const Duration round_length = std::max(Duration::zero(), deadline.at - run_began);
+  auto round_deadline = [&]() -> Deadline {
+    if (!await_senders) return deadline;
+    if (auto first = reducer->first_part_at()) return Deadline{*first + round_length};
+    return Deadline{run_began + options.senders_start_within};
+  };
   {
     std::lock_guard lock(mutex_);
     rounds_[group.id()] = Active{group_copy, reducer};
@@ -491,8 +502,8 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
     // ahead of them), then one per member per liveness_timeout.
     const bool pings = options.liveness_timeout > Duration::zero();
     TimePoint next_ping = std::chrono::steady_clock::now() + options.liveness_timeout;
-    while (!(sender->done_locked() && reducer->done()) && !deadline.passed() && !stopping_) {
-      TimePoint wake = std::min({next_check, deadline.at, sender->retries.empty() ? next_check : sender->retries.front().due,
+    while (!(sender->done_locked() && reducer->done()) && !round_deadline().passed() && !stopping_) {
+      TimePoint wake = std::min({next_check, round_deadline().at, sender->retries.empty() ? next_check : sender->retries.front().due,
                                  pings ? next_ping : next_check});
       sender->changed.wait_until(lock, wake);
       // Only the retries that are due: a refusal wakes us (to shorten the wait), and resending at once
@@ -545,6 +556,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
 
   AllReduceResult result;
   result.gone = std::move(result_gone);
+  if (auto first = reducer->first_part_at(); await_senders && first) result.waited_for_senders = *first - run_began;
   {
     std::lock_guard lock(sender->mutex);
     result.slowest_part = sender->slowest_part;

@@ -70,6 +70,13 @@ struct AllReduceOptions {
   // How long a member we wait on may leave a ping unanswered before it is known gone (see above); zero:
   // no pings, only the timeouts above end the waits.
   Duration liveness_timeout{};
+  // A member that adds no weight (an aux peer, a trainer at weight 0 while it downloads the state) may run
+  // a group found ahead of time long before the senders do: they send when their batch is complete, and a
+  // group sought ahead forms at its leader's matchmaking deadline, which an underestimated batch ETA puts
+  // seconds before that. Set (> 0), our reducer's clocks (the round's deadline, the senders' silence) start
+  // at the first part another member sends us, waited for at most this long; zero: they start with run().
+  // Our own parts (a member at weight 0 sends zeros) keep the deadline run() was given.
+  Duration senders_start_within{};
   // Robust aggregation of the parts our reducer averages (avg/centered_clip.hpp); unset: the weighted mean.
   // It guards the parts this member reduces: every honest reducer should set it.
   std::optional<CenteredClipOptions> centered_clip;
@@ -95,6 +102,9 @@ struct AllReduceResult {
   // The longest a part of ours took to come back averaged, among those that did (zero when none did):
   // what a sender or reducer timeout must cover on this network.
   Duration slowest_part{};
+  // With senders_start_within: how long after run() the first part from another member came (the round's
+  // own time is the rest); zero otherwise.
+  Duration waited_for_senders{};
 };
 
 class ReducerRound;

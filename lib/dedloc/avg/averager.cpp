@@ -21,7 +21,11 @@ Result<std::optional<VectorSchema>> read_schema(dht::Node& dht, const std::strin
 }
 
 Averager::Averager(zmq::context_t& context, dht::Node& dht, const crypto::Identity& identity, AveragerOptions options)
-    : context_(context), dht_(dht), self_(identity.peer_id()), options_(std::move(options)) {
+    : context_(context),
+      dht_(dht),
+      self_(identity.peer_id()),
+      options_(std::move(options)),
+      configured_averaging_timeout_(options_.averaging_timeout) {
   // A client-mode peer still needs a socket for the handlers' sake, but nobody can (or will) dial it.
   std::string listen = options_.role == AvgRole::kClient ? "tcp://127.0.0.1:0" : options_.listen;
   net::ServerOptions serving{listen, self_, {}, options_.log};
@@ -147,12 +151,15 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
   const Deadline deadline = Deadline::after(options_.averaging_timeout);
   AllReduceOptions all_reduce = options_.all_reduce;
   if (answer) all_reduce.answer = *answer;
+  // Adding no weight, we may be in a group found ahead that the senders reach only once their batch is
+  // complete: the round starts with their first part, as long as the configured timeout after ours.
+  if (!(weight > 0)) all_reduce.senders_start_within = configured_averaging_timeout_;
   AllReduceRunning running(*this);
   auto result = all_reduce_->run(**group, vector, weight, all_reduce, deadline);
   if (!result) return result.status();
   outcome.all_reduce = std::move(*result);
-  outcome.all_reduce_time = std::chrono::steady_clock::now() - began;
-  outcome.all_reduce_timed_out = deadline.passed();
+  outcome.all_reduce_time = std::chrono::steady_clock::now() - began - outcome.all_reduce.waited_for_senders;
+  outcome.all_reduce_timed_out = outcome.all_reduce_time >= deadline.at - began;
   return outcome;
 }
 

@@ -96,6 +96,11 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
   if (state.delivered[slot]) {
     return replier.fail(error(Code::kInvalidArgument, "part " + std::to_string(part.part) + " sent twice"));
   }
+  if (!first_part_at_) {
+    first_part_at_ = now;
+    // The senders have begun: from here on each one's silence counts.
+    if (silence_from_first_part_) std::fill(last_heard_.begin(), last_heard_.end(), now);
+  }
   last_heard_[slot] = now;
   state.delivered[slot] = 1;
   --state.waiting_for;
@@ -286,6 +291,7 @@ ByteSpan ReducerRound::encoded_average(Codec codec, std::span<const float> avg) 
 
 void ReducerRound::check_senders(TimePoint now) {
   std::lock_guard lock(mutex_);
+  if (silence_from_first_part_ && !first_part_at_) return;
   for (size_t slot = 0; slot < banned_.size(); ++slot) {
     if (!banned_[slot] && owed_[slot] > 0 && unanswered_[slot] == 0 && now - last_heard_[slot] > sender_timeout_) {
       ban(slot, now);
@@ -307,6 +313,11 @@ bool ReducerRound::drop(size_t member, TimePoint now) {
   if (banned_[slot] || owed_[slot] == 0) return false;
   ban(slot, now);
   return true;
+}
+
+std::optional<TimePoint> ReducerRound::first_part_at() const {
+  std::lock_guard lock(mutex_);
+  return first_part_at_;
 }
 
 bool ReducerRound::owes(size_t member) const {

@@ -64,6 +64,12 @@ class ReducerRound {
 
   // Called after each part completes (under the round's lock). Set before parts arrive.
   void set_progress_callback(std::function<void()> callback) { on_part_complete_ = std::move(callback); }
+  // The senders' silence is counted from the first part another member sends us, not from the round's
+  // start (AllReduceOptions::senders_start_within): until one comes, nobody is banned by check_senders().
+  // Set before parts arrive.
+  void count_silence_from_first_part() { silence_from_first_part_ = true; }
+  // When the first part from another member came; nullopt before.
+  std::optional<TimePoint> first_part_at() const;
 
   bool done() const;
   std::vector<size_t> banned() const;
@@ -127,6 +133,8 @@ class ReducerRound {
   std::vector<size_t> slot_of_member_;  // member index -> sender slot (SIZE_MAX: not a sender)
   std::vector<TimePoint> last_heard_;    // per sender slot
   std::vector<bool> banned_;             // per sender slot
+  bool silence_from_first_part_ = false;
+  std::optional<TimePoint> first_part_at_;
   std::uint64_t bytes_sent_ = 0;         // deltas' payloads
   std::vector<size_t> owed_;             // per sender slot: our parts it has not delivered
   std::vector<size_t> unanswered_;       // per sender slot: parts it delivered that still wait for others
