@@ -92,6 +92,15 @@ void envelope_seeds(const fs::path& dir) {
   write(dir, "seed-dht-find-value", header_of(DhtFindValue{id_of(0xbb), ""}));
   write(dir, "seed-dht-value-plain", header_of(DhtValue{{plain}, contacts}));
   write(dir, "seed-dht-value-dict", header_of(DhtValue{{dict_a, dict_b}, contacts}));
+  DhtFindValue since{id_of(0xbb), ""};
+  since.since_instance = 99;
+  since.since_seq = 7;
+  write(dir, "seed-dht-find-value-since", header_of(since));
+  DhtValue changes{{dict_b}, contacts};
+  changes.instance = 99;
+  changes.seq = 8;
+  changes.held = 2;
+  write(dir, "seed-dht-value-changes", header_of(changes));
   write(dir, "seed-dht-store", header_of(DhtStore{"run1_progress", dict_a, ep}));
   write(dir, "seed-dht-store-plain", header_of(DhtStore{"run1_metrics", plain, ""}));
   write(dir, "seed-dht-stored", header_of(DhtStored{contacts}));

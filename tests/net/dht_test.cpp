@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -134,6 +135,57 @@ TEST_CASE("Dictionaries: subkeys from different nodes merge, --latest sees them 
   REQUIRE(plain.is_ok());
   REQUIRE(plain->has_value());
   CHECK(text_of((*plain)->entries.at(0).value) == "new");
+}
+
+TEST_CASE("Latest reads: a replica sends a reader only what was stored since its last read there", "[net][dht]") {
+  auto swarm = launch(12);
+  auto served = [&] {
+    std::uint64_t entries = 0;
+    for (size_t i = 0; i < swarm->size(); ++i) entries += swarm->node(i).stats().entries_served;
+    return entries;
+  };
+  auto read_all = [&](size_t reader) {
+    auto record = swarm->node(reader).get("run_progress", GetMode::kLatest, Deadline::after(10s));
+    REQUIRE(record.is_ok());
+    REQUIRE(record->has_value());
+    std::map<std::string, std::string> values;
+    for (const auto& e : (*record)->entries) values[text_of(*e.subkey)] = text_of(e.value);
+    return values;
+  };
+  for (size_t i = 0; i < 30; ++i) {
+    REQUIRE(swarm->node(i % 10)
+                .store("run_progress", bytes_of("peer-" + std::to_string(i)), bytes_of("epoch 1"), in_an_hour(),
+                       Deadline::after(10s))
+                .is_ok());
+  }
+  auto before = served();
+  auto first = read_all(11);
+  CHECK(first.size() == 30);
+  const auto first_read = served() - before;
+  CHECK(first_read >= 30);  // every replica asked sent all it holds
+
+  before = served();
+  CHECK(read_all(11) == first);  // nothing changed: nothing sent, the same record
+  CHECK(served() - before == 0);
+
+  REQUIRE(swarm->node(3)
+              .store("run_progress", bytes_of("peer-3"), bytes_of("epoch 2"), in_an_hour() + 10, Deadline::after(10s))
+              .is_ok());
+  before = served();
+  auto third = read_all(11);
+  CHECK(served() - before <= first_read / 30 + 2);  // about one entry per replica: the one that changed
+  CHECK(third.size() == 30);
+  CHECK(third.at("peer-3") == "epoch 2");
+  CHECK(third.at("peer-4") == "epoch 1");
+
+  // Another reader starts from nothing and is sent everything; a first-value get is never incremental.
+  before = served();
+  CHECK(read_all(10) == third);
+  CHECK(served() - before >= 30);
+  auto first_value = swarm->node(11).get("run_progress", GetMode::kFirst, Deadline::after(10s));
+  REQUIRE(first_value.is_ok());
+  REQUIRE(first_value->has_value());
+  CHECK((*first_value)->entries.size() == 30);
 }
 
 TEST_CASE("Owned entries: only the owner writes them, and nobody overwrites, extends or deletes them", "[net][dht]") {

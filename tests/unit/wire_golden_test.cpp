@@ -175,6 +175,23 @@ TEST_CASE("DHT messages decode to the fields they were encoded from", "[unit][wi
   auto nothing = round_trip(DhtValue{});
   CHECK(nothing.entries.empty());
   CHECK(nothing.nearest.empty());
+  CHECK(nothing.instance == 0);
+  // Incremental reads: the reader's cursor, and the replica's with how much it holds.
+  DhtFindValue since{filled_id(0xbb), ""};
+  since.since_instance = 0x1234567890abcdefULL;
+  since.since_seq = 42;
+  auto since_back = round_trip(since);
+  CHECK(since_back.since_instance == since.since_instance);
+  CHECK(since_back.since_seq == 42);
+  DhtValue changes{{owned}, {kContact2}};
+  changes.instance = 7;
+  changes.seq = 43;
+  changes.held = 30;
+  auto changes_back = round_trip(changes);
+  CHECK(changes_back.entries == std::vector<RecordEntry>{owned});
+  CHECK(changes_back.instance == 7);
+  CHECK(changes_back.seq == 43);
+  CHECK(changes_back.held == 30);
   for (const RecordEntry& entry : {plain, owned, open}) {
     auto store = round_trip(DhtStore{"run1_progress", entry, "tcp://10.0.0.1:7000"});
     CHECK(store.key_name == "run1_progress");

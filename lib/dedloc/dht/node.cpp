@@ -41,16 +41,24 @@ std::vector<Contact> to_contacts(const std::vector<wire::ContactInfo>& infos, do
   return out;
 }
 
-std::vector<wire::RecordEntry> to_entries(const Record& record) {
+// The record's entries stored after sequence number `after` (0: all of them), up to a reply's limits;
+// `complete` says whether none was left out for those limits.
+std::vector<wire::RecordEntry> to_entries(const Record& record, std::uint64_t after = 0, bool* complete = nullptr) {
   std::vector<wire::RecordEntry> out;
   size_t bytes = 0;
+  bool all = true;
   auto add = [&](std::optional<Bytes> subkey, const StoredValue& stored) {
+    if (stored.seq <= after) return;
     bytes += stored.value.size() + stored.signature.size() + (subkey ? subkey->size() : 0);
-    if (bytes > kMaxReplyValueBytes || out.size() >= wire::kMaxRecordSubkeys) return;
+    if (bytes > kMaxReplyValueBytes || out.size() >= wire::kMaxRecordSubkeys) {
+      all = false;
+      return;
+    }
     out.push_back({std::move(subkey), stored.value, stored.expiration, stored.signature});
   };
   if (record.value) add(std::nullopt, *record.value);
   for (const auto& [subkey, stored] : record.subkeys) add(subkey, stored);
+  if (complete) *complete = all;
   return out;
 }
 
@@ -144,9 +152,25 @@ void Node::install_handlers() {
     wire::DhtValue reply;
     {
       std::lock_guard lock(mutex_);
-      if (auto record = storage_.get(m.key, now())) reply.entries = to_entries(*record);
+      const StorageCursor cursor = storage_.cursor();
+      // A reader that read us before gets what was stored since (read_cache.hpp), and where this read ends.
+      const std::uint64_t after = m.since_instance == cursor.instance ? m.since_seq : 0;
+      bool complete = true;
+      if (auto record = storage_.get(m.key, now())) {
+        reply.entries = to_entries(*record, after, &complete);
+        reply.held = (record->value ? 1 : 0) + record->subkeys.size();
+      }
+      // An answer cut at the reply's limits earns no cursor: the reader asks for everything again.
+      if (complete) {
+        reply.instance = cursor.instance;
+        reply.seq = cursor.seq;
+      }
     }
     reply.nearest = nearest_infos(m.key);
+    entries_served_ += reply.entries.size();
+    for (const auto& e : reply.entries) {
+      entry_bytes_served_ += e.value.size() + e.signature.size() + (e.subkey ? e.subkey->size() : 0);
+    }
     replier.reply(reply);
   });
 
@@ -343,7 +367,7 @@ void Node::send_rpc(net::Client& client, const Contact& to, net::Outgoing reques
 // six threads, and these were two of them). The caller sleeps until the lookup is done, waking only to
 // hand a stalled query's slot to the next candidate, or at its deadline.
 struct Node::LookupRun {
-  LookupRun(Lookup l, net::Client& c, const std::function<net::Outgoing()>& m, const AnswerReader& r, Deadline d)
+  LookupRun(Lookup l, net::Client& c, const RequestMaker& m, const AnswerReader& r, Deadline d)
       : lookup(std::move(l)), client(c), make_request(m), read(r), deadline(d) {}
 
   std::mutex mutex;  // guards everything below, and the caller's state that make_request and read touch
@@ -353,7 +377,7 @@ struct Node::LookupRun {
   // through it while the node stops; whatever they send then is cancelled.
   net::Client& client;
   // The caller's, valid until it returns from run_lookup: never called once `closed`.
-  const std::function<net::Outgoing()>& make_request;
+  const RequestMaker& make_request;
   const AnswerReader& read;
   Deadline deadline;
   bool finished = false;  // done, or nobody left to ask: the caller may return
@@ -371,7 +395,7 @@ void Node::advance(const std::shared_ptr<LookupRun>& run) {
   auto steady_now = std::chrono::steady_clock::now();
   for (const auto& slow : lookup.stall_overdue(steady_now)) note_stalled(slow);
   for (const auto& contact : lookup.next_queries(steady_now)) {
-    send_rpc(run->client, contact, run->make_request(), run->deadline,
+    send_rpc(run->client, contact, run->make_request(contact), run->deadline,
              [this, run](Answer&& answer) { on_lookup_answer(run, std::move(answer)); });
   }
   if (lookup.done() || lookup.in_flight() + lookup.stalled() == 0) run->finished = true;
@@ -402,7 +426,7 @@ void Node::on_lookup_answer(const std::shared_ptr<LookupRun>& run, Answer&& answ
   if (finished) run->wake.notify_one();
 }
 
-Lookup Node::run_lookup(const PeerId& target, const std::function<net::Outgoing()>& make_request,
+Lookup Node::run_lookup(const PeerId& target, const RequestMaker& make_request,
                         const AnswerReader& read, Deadline deadline, bool for_value) {
   std::vector<Contact> seeds;
   std::vector<PeerId> suspects;
@@ -441,7 +465,7 @@ Lookup Node::run_lookup(const PeerId& target, const std::function<net::Outgoing(
 
 std::vector<Contact> Node::replica_set(const PeerId& key, Deadline deadline) {
   auto lookup = run_lookup(
-      key, [&] { return net::Outgoing::of(wire::DhtFindNode{key, sender_endpoint()}); },
+      key, [&](const Contact&) { return net::Outgoing::of(wire::DhtFindNode{key, sender_endpoint()}); },
       [&](const Contact&, const Result<net::Incoming>& reply, Lookup&) -> Result<std::vector<Contact>> {
         if (!reply) return reply.status();
         auto nodes = reply->decode<wire::DhtNodes>();
@@ -509,7 +533,7 @@ Result<StoreResult> Node::store(const std::string& key_name, const std::optional
   std::vector<Contact> refusers;  // nodes that answered no (not the silent ones)
   auto lookup = run_lookup(
       key,
-      [&] {
+      [&](const Contact&) {
         ++result.attempted;
         return net::Outgoing::of(wire::DhtStore{key_name, entry, sender_endpoint()});
       },
@@ -572,16 +596,30 @@ Result<std::optional<FoundRecord>> Node::get(const std::string& key_name, GetMod
       ++answered;
     }
   }
+  // A latest-value read asks each replica only for what it stored since our last read there, and merges
+  // that with what we kept from the earlier reads (read_cache.hpp).
+  const bool incremental = mode == GetMode::kLatest;
+  ReadCache::View cached;
+  if (incremental) {
+    std::lock_guard lock(read_cache_mutex_);
+    cached = read_cache_.begin(key, t);
+  }
+  std::map<PeerId, StorageCursor> cursors;  // where this read's answers ended, per replica
   size_t asked = 0;   // requests the lookup sent
   bool heard = false;  // whether any node answered at all (with or without the record)
   if (answered == 0 || mode == GetMode::kLatest) {
     auto search = run_lookup(
         key,
-        [&] {
+        [&](const Contact& to) {
           ++asked;
-          return net::Outgoing::of(wire::DhtFindValue{key, sender_endpoint()});
+          wire::DhtFindValue find{key, sender_endpoint()};
+          if (auto cursor = cached.cursors.find(to.id); cursor != cached.cursors.end()) {
+            find.since_instance = cursor->second.instance;
+            find.since_seq = cursor->second.seq;
+          }
+          return net::Outgoing::of(find);
         },
-        [&](const Contact&, const Result<net::Incoming>& reply, Lookup& lookup) -> Result<std::vector<Contact>> {
+        [&](const Contact& from, const Result<net::Incoming>& reply, Lookup& lookup) -> Result<std::vector<Contact>> {
           if (!reply) return reply.status();
           auto value = reply->decode<wire::DhtValue>();
           if (!value) return value.status();
@@ -593,7 +631,9 @@ Result<std::optional<FoundRecord>> Node::get(const std::string& key_name, GetMod
               ++valid;
             }
           }
-          if (valid > 0) {
+          if (value->instance != 0) cursors[from.id] = StorageCursor{value->instance, value->seq};
+          // A replica with nothing new for us still holds the record.
+          if (valid > 0 || (value->instance != 0 && value->held > 0)) {
             ++answered;
             if (mode == GetMode::kFirst) lookup.finish();
           }
@@ -601,6 +641,15 @@ Result<std::optional<FoundRecord>> Node::get(const std::string& key_name, GetMod
         },
         deadline, /*for_value=*/true);
     heard = !search.nearest_answered(1).empty();
+  }
+  if (incremental && heard) {
+    // What the cursors we sent stand for; and for the next read, what this one saw.
+    for (const auto& entry : cached.entries) merge(entry);
+    std::vector<wire::RecordEntry> seen;
+    seen.reserve(merged.size());
+    for (const auto& [subkey, entry] : merged) seen.push_back({entry.subkey, entry.value, entry.expiration, {}});
+    std::lock_guard lock(read_cache_mutex_);
+    read_cache_.end(key, seen, cursors, t);
   }
   if (merged.empty()) {
     // "Nobody holds it" only when somebody said so (or there is nobody to ask): silence from every node
@@ -802,8 +851,13 @@ bool Node::holds(const std::string& key_name) const {
 }
 
 NodeStats Node::stats() const {
-  return {rpcs_sent_.load(), rpcs_failed_.load(), Duration(longest_rpc_wait_ns_.load()),
-          server_ ? server_->stats() : net::ServerStats{}, client_ ? client_->stats() : net::ClientStats{}};
+  return {rpcs_sent_.load(),
+          rpcs_failed_.load(),
+          Duration(longest_rpc_wait_ns_.load()),
+          entries_served_.load(),
+          entry_bytes_served_.load(),
+          server_ ? server_->stats() : net::ServerStats{},
+          client_ ? client_->stats() : net::ClientStats{}};
 }
 
 void Node::revocation_loop(std::shared_ptr<net::AccessControl> access) {

@@ -36,6 +36,7 @@
 #include "dedloc/crypto/identity.hpp"
 #include "dedloc/dht/lookup.hpp"
 #include "dedloc/dht/routing_table.hpp"
+#include "dedloc/dht/read_cache.hpp"
 #include "dedloc/dht/storage.hpp"
 #include "dedloc/dht/validator.hpp"
 #include "dedloc/net/client.hpp"
@@ -118,6 +119,10 @@ struct NodeStats {
   std::uint64_t rpcs_sent = 0;
   std::uint64_t rpcs_failed = 0;      // timed out, refused or garbled
   Duration longest_rpc_wait{0};       // the longest any RPC of ours waited for its outcome
+  // Record entries our answers to value lookups carried, and their bytes (values, signatures, subkeys):
+  // what serving reads costs this node's upload.
+  std::uint64_t entries_served = 0;
+  std::uint64_t entry_bytes_served = 0;
   net::ServerStats server;            // requests others sent us (none for a client-mode node)
   net::ClientStats client;            // our outgoing connections
 };
@@ -193,7 +198,8 @@ class Node {
   using AnswerReader = std::function<Result<std::vector<Contact>>(
       const Contact& from, const Result<net::Incoming>& reply, Lookup& lookup)>;
   // `for_value`: a get, which waits for its nearest candidates (LookupOptions::wait_for_nearest).
-  Lookup run_lookup(const PeerId& target, const std::function<net::Outgoing()>& make_request,
+  using RequestMaker = std::function<net::Outgoing(const Contact& to)>;
+  Lookup run_lookup(const PeerId& target, const RequestMaker& make_request,
                     const AnswerReader& read, Deadline deadline, bool for_value = false);
   // Sends one RPC with the node's RPC deadline (capped by `deadline`); `deliver` gets the outcome, on the
   // client's loop thread.
@@ -235,6 +241,10 @@ class Node {
   mutable std::mutex mutex_;  // guards table_, storage_, pinging_
   RoutingTable table_;
   Storage storage_;
+  // Latest-value reads' entries and replicas' cursors between reads (read_cache.hpp); its own lock, taken
+  // at a read's start and end only.
+  std::mutex read_cache_mutex_;
+  ReadCache read_cache_;
   std::set<PeerId> pinging_;  // oldest contacts being checked because a newcomer wants their bucket slot
   struct Failure {
     TimePoint last{};
@@ -246,6 +256,8 @@ class Node {
   std::atomic<std::uint64_t> rpcs_sent_{0};
   std::atomic<std::uint64_t> rpcs_failed_{0};
   std::atomic<std::int64_t> longest_rpc_wait_ns_{0};
+  std::atomic<std::uint64_t> entries_served_{0};
+  std::atomic<std::uint64_t> entry_bytes_served_{0};
   std::atomic<int> reachability_checks_{0};
 
   std::mutex maintenance_mutex_;

@@ -1,8 +1,18 @@
 #include "dedloc/dht/storage.hpp"
 
 #include <algorithm>
+#include <random>
 
 namespace dedloc::dht {
+
+Storage::Storage(StorageLimits limits) : limits_(limits) {
+  // Nonzero (0 is "no cursor"), and another one each time: a reader's cursor from a storage that was
+  // made again (a node restarted) must not match.
+  std::random_device random;
+  do {
+    instance_ = (static_cast<std::uint64_t>(random()) << 32) ^ random();
+  } while (instance_ == 0);
+}
 
 double Record::expiration() const {
   double latest = value ? value->expiration : 0;
@@ -32,10 +42,12 @@ Result<bool> Storage::store(const crypto::PeerId& key, const std::optional<Bytes
   }
   Record& record = it->second;
   if (record.name.empty()) record.name = name;
+  stored.seq = seq_ + 1;  // taken below only if the store is accepted
   if (!subkey) {
     if (expiration <= record.expiration()) return error(Code::kRefused, "a value that expires later is stored");
     record.value = std::move(stored);
     record.subkeys.clear();
+    ++seq_;
     return true;
   }
   if (record.value) {  // a plain value: a dictionary replaces it only by outliving it
@@ -48,12 +60,14 @@ Result<bool> Storage::store(const crypto::PeerId& key, const std::optional<Bytes
       return error(Code::kRefused, "a value that expires later is stored under this subkey");
     }
     held->second = std::move(stored);
+    ++seq_;
     return true;
   }
   if (record.subkeys.size() >= limits_.max_subkeys_per_key) {
     return error(Code::kTooLarge, "the key holds " + std::to_string(record.subkeys.size()) + " subkeys, the limit");
   }
   record.subkeys.emplace(*subkey, std::move(stored));
+  ++seq_;
   return true;
 }
 

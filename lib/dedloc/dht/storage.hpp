@@ -5,8 +5,13 @@
 // holds either one plain value or a dictionary: many subkeys, each with its own value and expiration (each
 // peer's progress record lives under its own subkey of "{run_id}_progress"). Expired entries are invisible
 // and purged; the number of entries is bounded.
+//
+// Every accepted store is stamped with the storage's next sequence number, so a reader that comes back asks
+// for what changed since its last read here (a cursor: this storage's instance, drawn at random when it is
+// made, and the sequence number it had reached), and is sent only that (Node::get, dht/read_cache.hpp).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -23,6 +28,15 @@ struct StoredValue {
   Bytes value;
   double expiration = 0;  // unix seconds
   Bytes signature;        // the owner's, for owned entries (kept so the record can be re-stored elsewhere)
+  std::uint64_t seq = 0;  // set by Storage::store: the sequence number of the store that put it here
+};
+
+// Where a reader's last read of one storage ended: entries stored later have a higher seq. A storage
+// made anew (a restarted node) has another instance, and a cursor from before means nothing there.
+struct StorageCursor {
+  std::uint64_t instance = 0;  // 0: none (the reader has not read this storage)
+  std::uint64_t seq = 0;
+  bool operator==(const StorageCursor&) const = default;
 };
 
 // What a key holds now: a plain value, or the live subkeys of a dictionary.
@@ -42,7 +56,7 @@ struct StorageLimits {
 
 class Storage {
  public:
-  explicit Storage(StorageLimits limits = {}) : limits_(limits) {}
+  explicit Storage(StorageLimits limits = {});
 
   // Stores `value` under `key` (and `subkey`, when given) if it expires after `now` and after what is held
   // there. Returns true if stored; kRefused if older or already expired; kTooLarge over a limit; a plain store
@@ -60,9 +74,13 @@ class Storage {
   // Drops everything expired by `now`.
   void purge(double now);
   size_t key_count() const { return records_.size(); }
+  // Where a read now ends: entries stored from here on have seq > cursor().seq.
+  StorageCursor cursor() const { return {instance_, seq_}; }
 
  private:
   StorageLimits limits_;
+  std::uint64_t instance_;
+  std::uint64_t seq_ = 0;
   std::map<crypto::PeerId, Record> records_;
 };
 

@@ -91,14 +91,17 @@ Result<DhtNodes> DhtNodes::decode(MapReader in) {
 }
 
 // ---- DhtFindValue / DhtValue ----
-void DhtFindValue::encode(MapWriter& out) const { out.put_binary("key", key.span()).put("ep", sender_endpoint); }
+void DhtFindValue::encode(MapWriter& out) const {
+  out.put_binary("key", key.span()).put("ep", sender_endpoint);
+  if (since_instance != 0) out.put("ci", since_instance).put("cs", since_seq);
+}
 
 Result<DhtFindValue> DhtFindValue::decode(MapReader in) {
   DhtFindValue m;
   auto key = id_field(in, "key", kName);
   if (!key) return key.status();
   m.key = *key;
-  in.get_optional("ep", m.sender_endpoint);
+  in.get_optional("ep", m.sender_endpoint).get_optional("ci", m.since_instance).get_optional("cs", m.since_seq);
   DEDLOC_RETURN_IF_ERROR(in.status());
   DEDLOC_RETURN_IF_ERROR(check_endpoint(m.sender_endpoint, kName));
   return m;
@@ -122,6 +125,7 @@ void DhtValue::encode(MapWriter& out) const {
     out.put_binaries("sk", subkeys).put_binaries("sv", values).put_doubles("se", expirations).put_binaries("ss",
                                                                                                       signatures);
   }
+  if (instance != 0) out.put("ci", instance).put("cs", seq).put("n", held);
   encode_contacts(out, nearest, false);
 }
 
@@ -149,6 +153,8 @@ Result<DhtValue> DhtValue::decode(MapReader in) {
       m.entries.push_back(std::move(entry));
     }
   }
+  in.get_optional("ci", m.instance).get_optional("cs", m.seq).get_optional("n", m.held);
+  DEDLOC_RETURN_IF_ERROR(in.status());
   auto contacts = decode_contacts(in, kMaxDhtContacts, false, kName);
   if (!contacts) return contacts.status();
   m.nearest = std::move(*contacts);

@@ -62,11 +62,15 @@ struct DhtNodes {
   static Result<DhtNodes> decode(MapReader in);
 };
 
+// A reader that read this node before sends where that read ended (the node's storage instance and the
+// sequence number it had reached, from its DhtValue): the node then sends only the entries stored since.
 struct DhtFindValue {
   static constexpr MessageType kType = MessageType::kDhtFindValue;
   static constexpr std::string_view kName = "DhtFindValue";
   crypto::PeerId key;
   std::string sender_endpoint;
+  std::uint64_t since_instance = 0;  // 0: no earlier read, send everything
+  std::uint64_t since_seq = 0;
 
   void encode(MapWriter& out) const;
   static Result<DhtFindValue> decode(MapReader in);
@@ -75,8 +79,14 @@ struct DhtFindValue {
 struct DhtValue {
   static constexpr MessageType kType = MessageType::kDhtValue;
   static constexpr std::string_view kName = "DhtValue";
-  std::vector<RecordEntry> entries;  // empty: this node holds nothing live under the key
+  std::vector<RecordEntry> entries;  // empty: this node holds nothing live under the key (or nothing new)
   std::vector<ContactInfo> nearest;  // the node's contacts nearest to the key (the lookup goes on with them)
+  // Where this read ended (the reader's next DhtFindValue sends it back), and how many live entries the
+  // node holds under the key, those it left out as not new included. instance 0: a node that sends
+  // everything every time (then `held` is not set either).
+  std::uint64_t instance = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t held = 0;
 
   void encode(MapWriter& out) const;
   static Result<DhtValue> decode(MapReader in);

@@ -104,3 +104,25 @@ TEST_CASE("live_keys lists only keys holding something live", "[unit][dht]") {
   CHECK(storage.live_keys(40).empty());
   CHECK(storage.key_count() == 2);  // expired but not yet purged
 }
+
+TEST_CASE("Every accepted store takes the storage's next sequence number, and a refused one none", "[unit][dht]") {
+  Storage storage;
+  const StorageCursor start = storage.cursor();
+  CHECK(start.instance != 0);
+  CHECK(start.seq == 0);
+  CHECK(Storage().cursor().instance != start.instance);  // a storage made anew: earlier cursors mean nothing
+
+  REQUIRE(storage.store(key(1), bytes("a"), bytes("1"), 100, 0).value());
+  REQUIRE(storage.store(key(1), bytes("b"), bytes("2"), 100, 0).value());
+  REQUIRE(storage.store(key(2), std::nullopt, bytes("3"), 100, 0).value());
+  CHECK_FALSE(storage.store(key(1), bytes("a"), bytes("older"), 50, 0).is_ok());
+  CHECK(storage.cursor().seq == 3);
+  REQUIRE(storage.store(key(1), bytes("a"), bytes("4"), 200, 0).value());  // replaced: a new number
+
+  auto record = storage.get(key(1), 0);
+  REQUIRE(record);
+  CHECK(record->subkeys.at(bytes("a")).seq == 4);
+  CHECK(record->subkeys.at(bytes("b")).seq == 2);
+  CHECK(storage.get(key(2), 0)->value->seq == 3);
+  CHECK(storage.cursor() == StorageCursor{start.instance, 4});
+}
