@@ -274,6 +274,7 @@ TEST_CASE("All-reduce: a member that never shows up is banned as a sender and gi
     INFO("member " << i);
     REQUIRE(results[i].is_ok());
     CHECK(results[i]->banned_senders == std::vector<crypto::PeerId>{peers[3]->identity.peer_id()});
+    CHECK(results[i]->unheard_senders == std::vector<crypto::PeerId>{peers[3]->identity.peer_id()});
     CHECK(results[i]->failed_reducers == std::vector<crypto::PeerId>{peers[3]->identity.peer_id()});
     CHECK(results[i]->averaged_fraction == Approx(0.75));
     // The survivors' ranges: the mean of the three that sent. The dead reducer's range: untouched.
@@ -422,12 +423,14 @@ TEST_CASE("All-reduce: a member adding no weight that starts before the senders 
       CHECK(relative_error(vectors[i], mean) <= 1e-6);
     }
     CHECK(results[2]->banned_senders.empty());
+    CHECK(results[2]->unheard_senders.empty());
     CHECK(results[2]->waited_for_senders >= 700ms);
   }
   SECTION("without it, the aux member's round is over before the senders come, and its share is lost") {
     auto [results, vectors] = run_with_aux_early(AllReduceOptions{.sender_timeout = 200ms});
     for (size_t i = 0; i < 3; ++i) REQUIRE(results[i].is_ok());
     CHECK(results[2]->banned_senders.size() == 2);
+    CHECK(results[2]->unheard_senders.size() == 2);  // they came after the round was over here
     CHECK(results[2]->waited_for_senders == Duration::zero());
     for (size_t i = 0; i < 2; ++i) CHECK(results[i]->averaged_fraction == Approx(0.2));
   }

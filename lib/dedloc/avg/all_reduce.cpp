@@ -581,6 +581,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
   DEDLOC_CHECK(sender->loans->wait_all_back(std::chrono::steady_clock::now() + kLoanReturnLimit),
                "ZeroMQ kept parts of the vector for a minute after their connections were closed");
   for (size_t m : reducer->banned()) result.banned_senders.push_back(group.member(m).id);
+  for (size_t m : reducer->banned_unheard()) result.unheard_senders.push_back(group.member(m).id);
   result.bytes_sent += reducer->bytes_sent();
   {
     std::lock_guard lock(sender->mutex);

@@ -88,6 +88,7 @@ struct AllReduceOptions {
 struct AllReduceResult {
   double averaged_fraction = 0;                  // of our vector's elements that came back averaged
   std::vector<crypto::PeerId> banned_senders;    // members our reducer stopped waiting for
+  std::vector<crypto::PeerId> unheard_senders;   // ... of which delivered it no part at all
   std::vector<crypto::PeerId> failed_reducers;   // reducers we gave up on (we kept our values there)
   // Parts we asked the average of that came back as a zero delta: their reducer weighed nothing (every
   // contribution it kept had weight 0, the senders with weight banned). A member at weight 0 holds its own

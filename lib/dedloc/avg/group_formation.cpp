@@ -11,6 +11,9 @@ namespace {
 
 // A follower waits this much past its leader's deadline for BEGIN (the leader assembles at its deadline).
 constexpr Duration kBeginGrace = std::chrono::seconds(2);
+// What a BEGIN may take to reach a follower (drop_given_up): one that stops waiting sooner than this after
+// we would send it may not get it in time.
+constexpr double kBeginTransitSeconds = 0.5;
 
 // The first bytes of a hash, enough for people to tell two apart.
 std::string hex_prefix(const Bytes& bytes) { return to_hex(ByteSpan(bytes).first(std::min<size_t>(bytes.size(), 4))); }
@@ -125,7 +128,7 @@ std::optional<wire::AvgJoinRefused> GroupFormation::on_join(const crypto::PeerId
   if (group_size() + join.members > search_.target_group_size) {
     return refusal(wire::JoinRefusal::kGroupFull, "group full (" + std::to_string(search_.target_group_size) + ")");
   }
-  followers_.push_back(Follower{Member{who, join.endpoint, join.role}, join.bandwidth, join.companions});
+  followers_.push_back(Follower{Member{who, join.endpoint, join.role}, join.bandwidth, join.companions, join.wait_until});
   last_join_at_ = now;
   const size_t expected = expected_senders();
   if (!quorum_at_ && expected > 0 && senders() >= quorum_of(expected)) quorum_at_ = now;
@@ -211,6 +214,16 @@ Dismissal GroupFormation::shut_down() {
 Dismissal GroupFormation::dismiss(wire::JoinRefusal reason, std::string detail) {
   state_ = State::kIdle;
   return Dismissal{take_followers(), refusal(reason, std::move(detail))};
+}
+
+std::vector<crypto::PeerId> GroupFormation::drop_given_up(double unix_now) {
+  std::vector<crypto::PeerId> dropped;
+  std::erase_if(followers_, [&](const Follower& f) {
+    const bool gone = f.wait_until > 0 && f.wait_until < unix_now + kBeginTransitSeconds;
+    if (gone) dropped.push_back(f.member.id);
+    return gone;
+  });
+  return dropped;
 }
 
 std::vector<crypto::PeerId> GroupFormation::take_followers() {

@@ -109,6 +109,13 @@ class GroupFormation {
   std::optional<wire::AvgJoinRefused> on_join(const crypto::PeerId& who, const wire::AvgJoin& join,
                                               TimePoint now = TimePoint{});
 
+  // Followers that stopped waiting for our BEGIN: their join's wait_until (unix seconds; 0: not said) is
+  // less than kBeginTransit after `unix_now`. They no longer listen, and a group formed with them would
+  // have its other members wait, to their deadline, on members that never run its round: a joiner whose
+  // wait ended while its leader was still held (a search ahead, a merge in progress) does not know it was
+  // taken. Returns them; their requests are dead, nothing is answered. Their companions go with them.
+  std::vector<crypto::PeerId> drop_given_up(double unix_now);
+
   // Asking an earlier leader to take us (a merge when we have followers). nullopt: our group became full
   // meanwhile, so we lead instead. Otherwise the companions to bring (our followers and theirs); until
   // on_taken() or on_refused(), newcomers are told to try `leader` instead.
@@ -160,6 +167,7 @@ class GroupFormation {
     Member member;
     double bandwidth = 0;
     std::vector<wire::JoinCompanion> companions;  // a merging leader's followers: in our group, answered by it
+    double wait_until = 0;                         // unix seconds: it stops waiting for BEGIN then (0: not said)
   };
   std::vector<crypto::PeerId> take_followers();
   Dismissal dismiss(wire::JoinRefusal reason, std::string detail);

@@ -123,10 +123,12 @@ EarlierPeers Matchmaker::earlier_peers(double my_expiration, Duration matchmakin
   return found;
 }
 
-Matchmaker::JoinOutcome Matchmaker::try_join(const net::PeerAddress& leader, double my_expiration, Deadline deadline,
+Matchmaker::JoinOutcome Matchmaker::try_join(const net::PeerAddress& leader, Deadline deadline,
                                              const std::vector<wire::JoinCompanion>& companions) {
+  // Our wait's end, so that a leader still held past it leaves us out of its group (drop_given_up).
+  const double wait_until = clock_.unix_seconds() + std::chrono::duration<double>(deadline.remaining(clock_)).count();
   wire::AvgJoin join{options_.group_key, options_.schema_hash, endpoint_, options_.role, options_.bandwidth,
-                     my_expiration, 1 + companions.size(), companions};
+                     wait_until, 1 + companions.size(), companions};
   auto reply = client_.call(leader.endpoint, net::Outgoing::of(join), deadline).wait();
   if (!reply) return {std::nullopt, {}, reply.status().to_string(), std::nullopt};
   if (leader.peer_id && reply->envelope().sender != *leader.peer_id) return {std::nullopt, {}, "answered as another peer", std::nullopt};
@@ -215,6 +217,10 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
         dismiss_locked(formation_.shut_down());
         return error(Code::kCancelled, "this peer is shutting down");
       }
+      for (const auto& id : formation_.drop_given_up(clock_.unix_seconds())) {
+        repliers_.erase(id);
+        Logger::Line(log_, LogLevel::kDebug, kLog) << "a joiner stopped waiting for us: " << id.short_string();
+      }
       NextStep next = formation_.next(clock_.now());
       if (next == NextStep::kAssemble) {
         auto group = assemble_locked();
@@ -254,7 +260,7 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
         }
       }
       if (!companions) break;  // followers filled our group meanwhile: we lead
-      auto outcome = try_join(leader, my_expiration, wait, *companions);
+      auto outcome = try_join(leader, wait, *companions);
       std::lock_guard lock(mutex_);
       if (outcome.group) {
         const size_t merged = formation_.group_size();

@@ -142,7 +142,7 @@ class Matchmaker {
   };
   // Asks `leader` to take us, waiting (bounded) for its BEGIN.
   // `companions` are our followers when we merge our group into the leader's: the BEGIN must list them.
-  JoinOutcome try_join(const net::PeerAddress& leader, double my_expiration, Deadline deadline,
+  JoinOutcome try_join(const net::PeerAddress& leader, Deadline deadline,
                        const std::vector<wire::JoinCompanion>& companions);
   // Forms the group we lead and answers our followers with its BEGIN. Under mutex_.
   Result<Group> assemble_locked();

@@ -37,6 +37,7 @@ ReducerRound::ReducerRound(const Group& group, size_t me, std::span<float> mine,
   for (size_t slot = 0; slot < senders.size(); ++slot) slot_of_member_[senders[slot]] = slot;
   last_heard_.assign(senders.size(), now);
   banned_.assign(senders.size(), false);
+  heard_.assign(senders.size(), false);
   owed_.assign(senders.size(), parts_.size());
   unanswered_.assign(senders.size(), 0);
   states_.resize(parts_.size());
@@ -102,6 +103,7 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
     if (silence_from_first_part_) std::fill(last_heard_.begin(), last_heard_.end(), now);
   }
   last_heard_[slot] = now;
+  heard_[slot] = true;
   state.delivered[slot] = 1;
   --state.waiting_for;
   --owed_[slot];
@@ -347,6 +349,15 @@ bool ReducerRound::done() const {
 std::uint64_t ReducerRound::bytes_sent() const {
   std::lock_guard lock(mutex_);
   return bytes_sent_;
+}
+
+std::vector<size_t> ReducerRound::banned_unheard() const {
+  std::lock_guard lock(mutex_);
+  std::vector<size_t> out;
+  for (size_t slot = 0; slot < banned_.size(); ++slot) {
+    if (banned_[slot] && !heard_[slot]) out.push_back(group_.senders()[slot]);
+  }
+  return out;
 }
 
 std::vector<size_t> ReducerRound::banned() const {

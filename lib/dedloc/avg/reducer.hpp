@@ -73,6 +73,8 @@ class ReducerRound {
 
   bool done() const;
   std::vector<size_t> banned() const;
+  // Of banned(), the members that delivered us no part at all (silent from the start, not cut off midway).
+  std::vector<size_t> banned_unheard() const;
   // Payload bytes of the deltas sent back so far.
   std::uint64_t bytes_sent() const;
 
@@ -133,6 +135,7 @@ class ReducerRound {
   std::vector<size_t> slot_of_member_;  // member index -> sender slot (SIZE_MAX: not a sender)
   std::vector<TimePoint> last_heard_;    // per sender slot
   std::vector<bool> banned_;             // per sender slot
+  std::vector<bool> heard_;              // per sender slot: delivered us a part
   bool silence_from_first_part_ = false;
   std::optional<TimePoint> first_part_at_;
   std::uint64_t bytes_sent_ = 0;         // deltas' payloads

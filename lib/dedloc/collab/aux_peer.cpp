@@ -111,11 +111,14 @@ Duration AuxPeer::help_one_round(AuxPeerReport& report) {
     if (outcome->all_reduce_timed_out || !outcome->all_reduce.banned_senders.empty()) round_deadline_->observe_timeout();
     else round_deadline_->observe(outcome->all_reduce_time);
   }
+  const auto& reduced = outcome->all_reduce;
+  // Senders cut off are either silent from the start (gone, or never in the round) or held up: a part
+  // completes only once every sender delivered it, so one silent sender stalls the others' windows too.
   log_.info("aux") << "reduced for a group of " << outcome->group_size
-                   << (outcome->all_reduce.banned_senders.empty()
+                   << (reduced.banned_senders.empty()
                            ? std::string()
-                           : ", without " + std::to_string(outcome->all_reduce.banned_senders.size()) +
-                                 " silent sender(s)");
+                           : ", without " + std::to_string(reduced.banned_senders.size()) + " sender(s) (" +
+                                 std::to_string(reduced.unheard_senders.size()) + " of them sent us nothing)");
   return Duration::zero();
 }
 

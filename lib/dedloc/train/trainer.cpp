@@ -1004,6 +1004,8 @@ Status Trainer::train_until(TrainerReport& report) {
       if (p.delayed) {
         DEDLOC_RETURN_IF_ERROR(guard_torch("applying global step " + std::to_string(epoch_ + 1), [&] { finish_delayed_step(report); }));
       }
+      // A group found ahead for the round we fell behind in is served without us, not left waiting.
+      p.swarm.averager().withdraw();
       auto caught = catch_up(report);
       if (!caught.is_ok() && !stopping()) {
         Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
@@ -1216,6 +1218,10 @@ bool Trainer::resync_if_diverged(TrainerReport& report) {
       << " peers (hash " << avg::parameters_hash_hex(p.params_hash.latest()) << " against "
       << avg::parameters_hash_hex(verdict.swarm_hash)
       << "): downloading theirs";
+  // A group found ahead for this round would wait, to its deadline, for a step that comes only after the
+  // download (seconds, or far longer when donors are slow): it is served now, without our gradients, which
+  // come from parameters the swarm does not hold anyway.
+  p.swarm.averager().withdraw();
   auto caught = catch_up(report, verdict.swarm_hash);
   if (!caught.is_ok() && !stopping()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
   return true;

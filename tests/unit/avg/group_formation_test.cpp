@@ -650,3 +650,37 @@ TEST_CASE("The part grid: the configured one for large shares, finer for small o
                     .value();
   CHECK(group.parts_of(0).size() == kMinPartsPerShare);
 }
+
+TEST_CASE("Group formation: a joiner whose wait for BEGIN ended is left out of the group, with its companions",
+          "[unit][avg][matchmaking]") {
+  Peer p(search_for(8, 2));
+  p.formation.hold();  // searching ahead: the group forms at our release, maybe after a joiner gave up
+  const double now = p.clock.unix_seconds();
+  auto join_waiting_until = [&](double until, std::vector<wire::JoinCompanion> companions = {}) {
+    const crypto::PeerId who = p.other();
+    auto join = join_as(AvgRole::kNode, std::move(companions));
+    join.wait_until = until;
+    REQUIRE_FALSE(p.formation.on_join(who, join, p.clock.now()));
+    return who;
+  };
+  const auto patient = join_waiting_until(now + 10);
+  const auto impatient = join_waiting_until(now + 2, {companion(p.other())});
+  const auto unsaid = p.take();  // wait_until 0: a joiner that did not say, never dropped
+  CHECK(p.formation.group_size() == 5);
+
+  CHECK(p.formation.drop_given_up(now + 1).empty());
+  // Within the BEGIN's transit of its end, a joiner may not hear it in time: it goes too.
+  CHECK(p.formation.drop_given_up(now + 1.6) == std::vector<crypto::PeerId>{impatient});
+  CHECK(p.formation.group_size() == 3);
+  CHECK(p.formation.holds(patient));
+  CHECK(p.formation.holds(unsaid));
+  CHECK_FALSE(p.formation.holds(impatient));
+
+  p.formation.release(p.clock.now());
+  p.clock.advance(5s);
+  REQUIRE(p.next() == NextStep::kAssemble);
+  auto assembly = p.assemble();
+  REQUIRE(assembly.group.is_ok());
+  CHECK(assembly.group->size() == 3);
+  CHECK_FALSE(assembly.group->index_of(impatient));
+}
