@@ -62,14 +62,23 @@ void GroupFormation::start(const Search& search, TimePoint now, double unix_now)
   state_ = search.endpoint.empty() ? State::kJoining : State::kLeading;
 }
 
-TimePoint GroupFormation::answer_deadline(bool with_companions) const {
-  return deadline_ + (with_companions ? kBeginGrace / 4 : kBeginGrace);
+TimePoint GroupFormation::answer_deadline(bool with_companions, TimePoint now, double unix_now) const {
+  const TimePoint alone = deadline_ + kBeginGrace;
+  if (!with_companions) return alone;
+  std::optional<double> first;  // when the first of our followers stops waiting, unix seconds
+  for (const auto& f : followers_) {
+    if (f.wait_until > 0) first = std::min(first.value_or(f.wait_until), f.wait_until);
+  }
+  if (!first) return deadline_ + kBeginGrace / 4;
+  const TimePoint theirs =
+      now + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(*first - kBeginTransitSeconds - unix_now));
+  return std::clamp(theirs, now, std::max(now, alone));
 }
 
 TimePoint GroupFormation::client_answer_deadline(double leader_expiration, TimePoint now, double unix_now) const {
   const TimePoint leader_deadline =
       now + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(leader_expiration - unix_now));
-  return std::clamp(leader_deadline + kBeginGrace, answer_deadline(false),
+  return std::clamp(leader_deadline + kBeginGrace, answer_deadline(false, now, unix_now),
                     deadline_ + search_.matchmaking_time + kBeginGrace);
 }
 

@@ -90,10 +90,14 @@ class GroupFormation {
   // Our declaration's expiration in unix seconds: when we stop looking, and our place in leader order.
   double expiration() const { return expiration_; }
   TimePoint deadline() const { return deadline_; }
-  // How long to wait for an earlier leader's BEGIN. Alone, a little past our deadline: the leader assembles
-  // by its own deadline, which is no later than ours. With followers, less: they wait for our BEGIN only
-  // until their own deadlines, which may be close to ours.
-  TimePoint answer_deadline(bool with_companions) const;
+  // How long to wait for an earlier leader's BEGIN (`now`/`unix_now`: the same instant on both clocks).
+  // Alone, a little past our deadline: the leader assembles by its own deadline, which is no later than
+  // ours. With followers, until a BEGIN's transit before the first of them stops waiting for ours (their
+  // AvgJoin's `until`), and never past the wait alone: when the earlier leader does not take us in time, we
+  // still form our own group before they give up on us. (A leader of nearly the same deadline that answers
+  // late, busy in a DHT read or a join of its own, otherwise left our followers waiting in vain.) Followers
+  // that did not say how long they wait: a quarter of the grace past our deadline.
+  TimePoint answer_deadline(bool with_companions, TimePoint now, double unix_now) const;
   // How long a peer that cannot lead waits for the BEGIN of a leader whose declaration expires at
   // `leader_expiration` (unix seconds; `now`/`unix_now` the same instant on both clocks): that leader
   // assembles by its own deadline, which may come after ours (it started looking after us), so until then

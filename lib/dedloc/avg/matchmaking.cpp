@@ -106,9 +106,13 @@ void Matchmaker::dismiss_locked(const Dismissal& dismissal) {
   repliers_.clear();
 }
 
-EarlierPeers Matchmaker::earlier_peers(double my_expiration, Duration matchmaking_time, std::string& seen) {
+EarlierPeers Matchmaker::earlier_peers(double my_expiration, Duration matchmaking_time, Deadline search_deadline,
+                                       std::string& seen) {
+  // Never past our own deadline: a leader must be free to form its group then, or the followers that wait
+  // for it (until a little past their deadlines, close to ours) give up first.
+  const Deadline read_by = Deadline::after(std::min<Duration>(std::chrono::seconds(2), matchmaking_time), clock_);
   auto record = dht_.get(matchmaking_key(options_.group_key), dht::GetMode::kLatest,
-                         Deadline::after(std::min<Duration>(std::chrono::seconds(2), matchmaking_time), clock_));
+                         Deadline{std::min(read_by.at, search_deadline.at)});
   if (!record) {
     seen = "the DHT lookup failed: " + record.status().to_string();
     return {};
@@ -241,7 +245,7 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
     // after it: otherwise a client-mode peer that starts first finds no one "earlier" and steps alone.
     std::deque<std::pair<net::PeerAddress, double>> queue;  // a leader and its expiration (0: unknown)
     auto found = earlier_peers(can_lead ? my_expiration : std::numeric_limits<double>::infinity(),
-                               search.matchmaking_time, seen);
+                               search.matchmaking_time, deadline, seen);
     for (size_t i = 0; i < found.leaders.size(); ++i) queue.emplace_back(std::move(found.leaders[i]), found.expirations[i]);
     std::set<std::string> tried;
     while (!queue.empty() && !deadline.passed(clock_) && !stopping()) {
@@ -255,7 +259,7 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
         companions = formation_.ask(leader.to_string());
         if (companions) {
           wait = Deadline{can_lead || leader_expiration <= 0
-                              ? formation_.answer_deadline(!companions->empty())
+                              ? formation_.answer_deadline(!companions->empty(), clock_.now(), clock_.unix_seconds())
                               : formation_.client_answer_deadline(leader_expiration, clock_.now(), clock_.unix_seconds())};
         }
       }

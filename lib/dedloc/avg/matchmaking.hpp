@@ -132,8 +132,9 @@ class Matchmaker {
   void on_join(wire::AvgJoin&& join, net::Incoming&& request, net::Replier replier);
   Result<Group> search(size_t expected_peers);
   // Earlier peers with our schema, in leader order, read from the DHT (the read bounded by 2 s, or by the
-  // search's matchmaking_time if shorter).
-  EarlierPeers earlier_peers(double my_expiration, Duration matchmaking_time, std::string& seen);
+  // search's matchmaking_time if shorter, and never past the search's deadline).
+  EarlierPeers earlier_peers(double my_expiration, Duration matchmaking_time, Deadline search_deadline,
+                             std::string& seen);
   struct JoinOutcome {
     std::optional<Group> group;                     // the leader's BEGIN
     wire::AvgBegin begin;                           // as received, to pass on to our followers after a merge

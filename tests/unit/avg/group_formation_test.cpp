@@ -452,9 +452,12 @@ TEST_CASE("Group formation: a leader merging into an earlier one brings its foll
   CHECK((*companions)[2] == companion(brought));
   CHECK_FALSE(late.formation.leading());
   CHECK(late.formation.following() == "tcp://10.0.0.9:5000/p/earlier");
-  // Waiting for the answer is bounded by our deadline plus a little: our followers wait only until theirs.
-  CHECK(late.formation.answer_deadline(true) == late.formation.deadline() + 500ms);
-  CHECK(late.formation.answer_deadline(false) == late.formation.deadline() + 2s);
+  // Waiting for the answer is bounded by our deadline plus a little: our followers (who did not say how
+  // long they wait) wait only until theirs.
+  const auto now = late.clock.now();
+  const double unix_now = late.clock.unix_seconds();
+  CHECK(late.formation.answer_deadline(true, now, unix_now) == late.formation.deadline() + 500ms);
+  CHECK(late.formation.answer_deadline(false, now, unix_now) == late.formation.deadline() + 2s);
 
   SECTION("taken: our followers get the earlier leader's BEGIN (not the companions: theirs hear from them)") {
     auto followers = late.formation.on_taken();
@@ -683,4 +686,25 @@ TEST_CASE("Group formation: a joiner whose wait for BEGIN ended is left out of t
   REQUIRE(assembly.group.is_ok());
   CHECK(assembly.group->size() == 3);
   CHECK_FALSE(assembly.group->index_of(impatient));
+}
+
+TEST_CASE("Group formation: a leader merging into an earlier one waits for it until just before its own followers stop",
+          "[unit][avg][matchmaking]") {
+  auto wait_with_followers_until = [](std::vector<double> seconds) {
+    Peer p(search_for(8));  // deadline 5 s from now
+    const double unix_now = p.clock.unix_seconds();
+    const auto now = p.clock.now();
+    for (double s : seconds) {
+      auto join = join_as();
+      join.wait_until = unix_now + s;
+      REQUIRE_FALSE(p.formation.on_join(p.other(), join, now));
+    }
+    REQUIRE(p.formation.ask("tcp://10.0.0.9:5000/p/earlier"));
+    return p.formation.answer_deadline(true, now, unix_now) - now;
+  };
+  // A BEGIN's transit (0.5 s) before the first follower stops: 6.3 s, past our deadline + 0.5 s.
+  CHECK(std::chrono::abs(wait_with_followers_until({7.0, 6.8}) - 6300ms) < 1ms);
+  // Never past what we would wait alone (deadline + 2 s), nor before now.
+  CHECK(std::chrono::abs(wait_with_followers_until({60}) - 7s) < 1ms);
+  CHECK(wait_with_followers_until({0.2}) == Duration::zero());
 }
