@@ -152,8 +152,13 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
   AllReduceOptions all_reduce = options_.all_reduce;
   if (answer) all_reduce.answer = *answer;
   // Adding no weight, we may be in a group found ahead that the senders reach only once their batch is
-  // complete: the round starts with their first part, as long as the configured timeout after ours.
-  if (!(weight > 0)) all_reduce.senders_start_within = configured_averaging_timeout_;
+  // complete: the round starts with their first part. An aux peer waits for it as long as its configured
+  // timeout (the trainers' ETA may be off by seconds); a trainer at weight 0 (it downloads meanwhile, and
+  // may come back to a round already over, whose members will send nothing more) as long as a round lasts.
+  if (!(weight > 0)) {
+    all_reduce.senders_start_within =
+        options_.role == AvgRole::kAux ? configured_averaging_timeout_ : options_.averaging_timeout;
+  }
   AllReduceRunning running(*this);
   auto result = all_reduce_->run(**group, vector, weight, all_reduce, deadline);
   if (!result) return result.status();

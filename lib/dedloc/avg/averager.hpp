@@ -145,8 +145,8 @@ class Averager {
   dht::Node& dht_;
   crypto::PeerId self_;
   AveragerOptions options_;
-  // options_.averaging_timeout as configured, before set_averaging_timeout() learned another: how long a
-  // member adding no weight waits for the senders to begin (AllReduceOptions::senders_start_within).
+  // options_.averaging_timeout as configured, before set_averaging_timeout() learned another: how long an
+  // aux peer waits for the senders to begin (AllReduceOptions::senders_start_within).
   const Duration configured_averaging_timeout_;
   std::unique_ptr<net::Server> server_;
   std::unique_ptr<net::Client> client_;
