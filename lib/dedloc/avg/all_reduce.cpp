@@ -502,8 +502,9 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
     // ahead of them), then one per member per liveness_timeout.
     const bool pings = options.liveness_timeout > Duration::zero();
     TimePoint next_ping = std::chrono::steady_clock::now() + options.liveness_timeout;
-    while (!(sender->done_locked() && reducer->done()) && !round_deadline().passed() && !stopping_) {
-      TimePoint wake = std::min({next_check, round_deadline().at, sender->retries.empty() ? next_check : sender->retries.front().due,
+    for (Deadline until = round_deadline(); !(sender->done_locked() && reducer->done()) && !until.passed() && !stopping_;
+         until = round_deadline()) {
+      TimePoint wake = std::min({next_check, until.at, sender->retries.empty() ? next_check : sender->retries.front().due,
                                  pings ? next_ping : next_check});
       sender->changed.wait_until(lock, wake);
       // Only the retries that are due: a refusal wakes us (to shorten the wait), and resending at once

@@ -41,6 +41,11 @@ std::vector<Contact> to_contacts(const std::vector<wire::ContactInfo>& infos, do
   return out;
 }
 
+// What an entry costs a reply: what kMaxReplyValueBytes bounds and NodeStats::entry_bytes_served counts.
+size_t entry_bytes(const std::optional<Bytes>& subkey, const Bytes& value, const Bytes& signature) {
+  return value.size() + signature.size() + (subkey ? subkey->size() : 0);
+}
+
 // The record's entries stored after sequence number `after` (0: all of them), up to a reply's limits;
 // `complete` says whether none was left out for those limits.
 std::vector<wire::RecordEntry> to_entries(const Record& record, std::uint64_t after = 0, bool* complete = nullptr) {
@@ -49,7 +54,7 @@ std::vector<wire::RecordEntry> to_entries(const Record& record, std::uint64_t af
   bool all = true;
   auto add = [&](std::optional<Bytes> subkey, const StoredValue& stored) {
     if (stored.seq <= after) return;
-    bytes += stored.value.size() + stored.signature.size() + (subkey ? subkey->size() : 0);
+    bytes += entry_bytes(subkey, stored.value, stored.signature);
     if (bytes > kMaxReplyValueBytes || out.size() >= wire::kMaxRecordSubkeys) {
       all = false;
       return;
@@ -168,9 +173,7 @@ void Node::install_handlers() {
     }
     reply.nearest = nearest_infos(m.key);
     entries_served_ += reply.entries.size();
-    for (const auto& e : reply.entries) {
-      entry_bytes_served_ += e.value.size() + e.signature.size() + (e.subkey ? e.subkey->size() : 0);
-    }
+    for (const auto& e : reply.entries) entry_bytes_served_ += entry_bytes(e.subkey, e.value, e.signature);
     replier.reply(reply);
   });
 

@@ -42,12 +42,15 @@ Result<bool> Storage::store(const crypto::PeerId& key, const std::optional<Bytes
   }
   Record& record = it->second;
   if (record.name.empty()) record.name = name;
-  stored.seq = seq_ + 1;  // taken below only if the store is accepted
+  // An accepted store takes the next sequence number (a refused one none).
+  auto accepted = [&] {
+    stored.seq = ++seq_;
+    return std::move(stored);
+  };
   if (!subkey) {
     if (expiration <= record.expiration()) return error(Code::kRefused, "a value that expires later is stored");
-    record.value = std::move(stored);
+    record.value = accepted();
     record.subkeys.clear();
-    ++seq_;
     return true;
   }
   if (record.value) {  // a plain value: a dictionary replaces it only by outliving it
@@ -59,15 +62,13 @@ Result<bool> Storage::store(const crypto::PeerId& key, const std::optional<Bytes
     if (held->second.expiration > now && expiration <= held->second.expiration) {
       return error(Code::kRefused, "a value that expires later is stored under this subkey");
     }
-    held->second = std::move(stored);
-    ++seq_;
+    held->second = accepted();
     return true;
   }
   if (record.subkeys.size() >= limits_.max_subkeys_per_key) {
     return error(Code::kTooLarge, "the key holds " + std::to_string(record.subkeys.size()) + " subkeys, the limit");
   }
-  record.subkeys.emplace(*subkey, std::move(stored));
-  ++seq_;
+  record.subkeys.emplace(*subkey, accepted());
   return true;
 }
 

@@ -3,17 +3,14 @@
 #include <catch2/catch.hpp>
 
 #include "dedloc/dht/read_cache.hpp"
+#include "support/random_ids.hpp"
 
 using namespace dedloc;
 using namespace dedloc::dht;
 
 namespace {
 
-crypto::PeerId id(std::uint8_t n) {
-  std::array<std::uint8_t, crypto::PeerId::kSize> bytes{};
-  bytes[0] = n;
-  return crypto::PeerId(bytes);
-}
+crypto::PeerId id(std::uint8_t n) { return test::numbered_id(n); }
 
 Bytes bytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
 
