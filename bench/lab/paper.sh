@@ -15,7 +15,7 @@
 # Environment: OUT (a folder for the reports; default a temporary one), REPEATS (1), SCENARIOS (the six
 # above, by their suffix), SWAV (1; 0 skips it), SWAV_ROUNDS (5 timed rounds per bench), WORK (the runs'
 # work directories with every program's output; default a temporary one), RUN (1; 0 only prints the table
-# of the reports already in OUT).
+# of the reports already in OUT), PEER_LOG_LEVEL (every peer's --log-level, e.g. debug; default theirs).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="${1:-build}"
@@ -40,6 +40,8 @@ timed_idle() {
 }
 
 read -r -a scenarios <<< "${SCENARIOS:-fast naive balanced aux parttime delayed}"
+log_flag=()
+[ -n "${PEER_LOG_LEVEL:-}" ] && log_flag=(--peer-log-level "$PEER_LOG_LEVEL")
 repeats="${REPEATS:-1}"
 run_them="${RUN:-1}"
 for ((r = 1; r <= repeats && run_them == 1; r++)); do
@@ -52,7 +54,7 @@ for ((r = 1; r <= repeats && run_them == 1; r++)); do
     run="albert-$name-r$r"
     echo "paper.sh: $run (waiting for the lab lock)" >&2
     timed_idle "$run" "$run" flock "$lock" "$lab" run "$here/scenarios/paper-albert-$name.yaml" \
-      --work-dir "$work/$run" --report "$out/$run.json" > "$out/$run.txt" 2>&1 \
+      --work-dir "$work/$run" --report "$out/$run.json" "${log_flag[@]}" > "$out/$run.txt" 2>&1 \
       || { cat "$out/$run.txt" >&2; exit 1; }
   done
 done

@@ -20,7 +20,7 @@ void add_up_flags(CLI::App& up, UpOptions& options);
 int run_up(const UpOptions& options);
 
 struct RunOptions {
-  std::string scenario, duration, work_dir, report;
+  std::string scenario, duration, work_dir, report, peer_log_level;
   bool json = false;
 };
 

@@ -32,6 +32,10 @@ void add_run_flags(CLI::App& run, RunOptions& o) {
                  "where each program's stderr, the timestamped output lines and the report go (default: a new "
                  "directory under /tmp, printed)");
   run.add_option("--report", o.report, "also write the JSON report to this file (atomically)");
+  run.add_option("--peer-log-level", o.peer_log_level,
+                 "every peer's --log-level (debug adds the groups led, DHT and RPC detail); their logs are NAME.err in "
+                 "the work directory")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error", "off"}));
 }
 
 int run_run(const RunOptions& o) {
@@ -54,7 +58,8 @@ int run_run(const RunOptions& o) {
   std::cerr << "dedloc-lab: work directory " << work_dir << std::endl;
   cli::install_shutdown_handlers();
   lab::RunnerOptions options{tools_dir_of_this_program(), work_dir,
-                             [](const std::string& line) { std::cerr << "dedloc-lab: " << line << std::endl; }};
+                             [](const std::string& line) { std::cerr << "dedloc-lab: " << line << std::endl; },
+                             o.peer_log_level};
   auto report = lab::run_scenario(*scenario, options, [] { return cli::shutdown_requested(); });
   if (!report) {
     cli::report_failure(kTool, report.status());

@@ -289,6 +289,7 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
       if (client) argv.push_back("--client-mode");
       else argv.insert(argv.end(), {"--listen", endpoint(h, kTrainDhtPort), "--avg-listen", endpoint(h, kTrainAvgPort)});
     }
+    if (!options.peer_log_level.empty()) argv.insert(argv.begin() + 1, {"--log-level", options.peer_log_level});
     run.hosts[h].process = processes.add(run.hosts[h].name, (*network)->host(h).netns, argv);
   }
   if (const auto prediction = predict(s, *recipe, run.prediction_note)) {

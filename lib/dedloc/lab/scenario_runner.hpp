@@ -19,6 +19,7 @@ struct RunnerOptions {
   std::string tools_dir;  // where dedloc-dht/, dedloc-relay/, dedloc-train/ and dedloc-avg/ are built
   std::string work_dir;   // each process's stderr (NAME.err) and stdout lines (lines.jsonl) stay here
   std::function<void(const std::string&)> progress;  // one line now and then (to stderr)
+  std::string peer_log_level;  // passed to every peer's --log-level (dedloc-train, dedloc-avg); empty: theirs
 };
 
 // The report (scenario_report.hpp) as JSON. kCancelled when `interrupted` turned true (the lab is removed
