@@ -255,6 +255,64 @@ TEST_CASE("Client-mode nodes query and store but never enter routing tables", "[
   client.stop();
 }
 
+TEST_CASE("A node whose every contact went silent finds the swarm again once they answer", "[net][dht]") {
+  // Three servers a client joined through the first; all three stop (from the client's side, what its own
+  // link going down looks like), so that each of its contacts misses its deadline twice and leaves its
+  // table. Two come back at the same addresses with the same keys, the initial peer does not: the client
+  // finds them among the contacts it dropped, with no bootstrap of its own.
+  zmq::context_t context;
+  std::vector<crypto::Identity> identities;
+  std::vector<std::string> endpoints;
+  std::vector<std::unique_ptr<Node>> servers;
+  auto serve = [&](size_t i) {
+    NodeOptions options = quiet_options();
+    options.listen = endpoints[i];
+    servers[i] = std::make_unique<Node>(context, identities[i], options);
+    REQUIRE(servers[i]->start().is_ok());
+  };
+  for (size_t i = 0; i < 3; ++i) {
+    identities.push_back(crypto::Identity::generate());
+    endpoints.push_back("tcp://127.0.0.1:0");
+    servers.emplace_back();
+    serve(i);
+    endpoints[i] = servers[i]->endpoint();  // the port it got, to come back on
+    if (i > 0) REQUIRE(servers[i]->bootstrap({servers[0]->address()}, Deadline::after(10s)).is_ok());
+  }
+  NodeOptions options = quiet_options();
+  options.client_mode = true;
+  options.listen = "";
+  Node client(context, crypto::Identity::generate(), options);
+  REQUIRE(client.start().is_ok());
+  REQUIRE(client.bootstrap({servers[0]->address()}, Deadline::after(10s)).is_ok());
+  REQUIRE(client.store("k", std::nullopt, bytes_of("before"), in_an_hour(), Deadline::after(10s)).is_ok());
+  REQUIRE(client.contacts().size() == 3);
+
+  for (auto& server : servers) server.reset();
+  for (int attempt = 0; attempt < 4 && !client.contacts().empty(); ++attempt) {
+    CHECK_FALSE(client.get("k", GetMode::kFirst, Deadline::after(5s)).is_ok());
+  }
+  REQUIRE(client.contacts().empty());
+
+  serve(1);
+  serve(2);
+  REQUIRE(servers[2]->bootstrap({servers[1]->address()}, Deadline::after(10s)).is_ok());
+  // The first operation after they are back pings the dropped contacts (after at most one RPC deadline
+  // since the last attempt) and goes on through whoever answered.
+  std::this_thread::sleep_for(kRpcTimeout);
+  auto stored = client.store("k", std::nullopt, bytes_of("after"), in_an_hour() + 1, Deadline::after(10s));
+  REQUIRE(stored.is_ok());
+  CHECK(stored->stored >= 1);
+  // The other one's answer to the same round of pings puts it back too (a lookup may have passed it over
+  // meanwhile: it had failed twice, and a lookup does not wait on such a node until it answers).
+  const auto until = std::chrono::steady_clock::now() + kRpcTimeoutWithSlack;
+  while (client.contacts().size() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  CHECK(client.contacts().size() == 2);
+  auto record = servers[2]->get("k", GetMode::kFirst, Deadline::after(10s));
+  REQUIRE(record.is_ok());
+  REQUIRE(record->has_value());
+  CHECK(text_of((*record)->entries.at(0).value) == "after");
+}
+
 TEST_CASE("Bootstrap errors say what is wrong and what to do", "[net][dht]") {
   auto swarm = launch(3);
   zmq::context_t context;

@@ -352,6 +352,42 @@ TEST_CASE("A donor killed mid-download: the others finish the download in bounde
   CHECK(took < 1.0 + 10.0);  // one request timeout, plus a generous allowance for a busy machine
 }
 
+TEST_CASE("Spares probed long ago are probed again before one is asked for a part", "[net][avg][state]") {
+  // One donor at a time (max_donors 1): a serves, b and c answered their probes at the start and wait as
+  // spares. b dies, then a; a is dropped after its request timeout (5 s). b, asked for a part as it was
+  // when its probe answered, would cost another 5 s before c; probed again with c, it costs one probe.
+  zmq::context_t context;
+  auto original = make_state(21, 6, odd_specs(40));
+  Donor a(context, original), b(context, original), c(context, original);
+  Joiner joiner(context);
+  auto options = options_for(1, 512);
+  options.window = 1;
+  options.request_timeout = 5s;
+  options.probe_timeout = 200ms;
+
+  std::atomic<bool> stop{false};
+  std::thread killer([&] {
+    while (!stop && a.state->stats().parts < 5) std::this_thread::sleep_for(200us);
+    b.kill();
+    a.kill();
+  });
+  auto start = std::chrono::steady_clock::now();
+  auto got = download_state(*joiner.client, {a.info(2), b.info(1), c.info(0)}, options, Deadline::after(60s));
+  double took = seconds_since(start);
+  stop = true;
+  killer.join();
+
+  REQUIRE(got.is_ok());
+  CHECK(same_bits(got->state.flat(), original->flat()));
+  REQUIRE_FALSE(got->donors.empty());
+  CHECK(got->donors[0].address == a.address().to_string());
+  CHECK(got->donors[0].failure.code() == Code::kTimeout);
+  CHECK(got->donors.back().address == c.address().to_string());
+  // b was never asked for a part: passed over after its second probe.
+  for (const auto& used : got->donors) CHECK(used.address != b.address().to_string());
+  CHECK(took < 5.0 + 3.0);  // a's request timeout and a probe, with room for a busy machine (before: 10 s and more)
+}
+
 TEST_CASE("All donors dead: a clear error within the deadline", "[net][avg][state]") {
   auto swarm = test::quiet_swarm(3);
   zmq::context_t context;

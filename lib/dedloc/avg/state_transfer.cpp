@@ -360,6 +360,7 @@ class Downloader {
     bool requested = false;   // asked for the state (a description or a part), not only probed
     bool slot = false;        // it may hold a slot for us: tell it "done" at the end
     std::optional<std::uint64_t> live_epoch;  // the epoch its probe answered with
+    TimePoint live_at{};                      // when
     std::optional<wire::AvgStateReply> description;
     size_t in_flight = 0;
     std::uint64_t parts = 0, elements = 0;
@@ -422,6 +423,8 @@ class Downloader {
     return std::nullopt;
   }
   Deadline outcome_deadline() const { return Deadline{deadline_.at + kOutcomeSlack}; }
+  // How long a probe's answer vouches for a spare (fetch()).
+  Duration spare_trusted_for() const { return 2 * std::min(options_.probe_timeout, options_.request_timeout); }
 
   // Drops a donor after `why`, the outcome of a request whose reply was `reply`.
   void fail(size_t donor, Status why, const Result<net::Incoming>& reply) {
@@ -515,6 +518,7 @@ class Downloader {
                                        short_hash(*options_.expected_schema) + ")");
     }
     d.live_epoch = m->epoch;
+    d.live_at = std::chrono::steady_clock::now();
     d.stage = Stage::kLive;
     return {};
   }
@@ -644,8 +648,15 @@ class Downloader {
       for (const auto& d : donors_) active += d.stage == Stage::kActive;
       for (size_t i = 0; i < donors_.size() && active < options_.max_donors; ++i) {
         // A live spare that answered its probe at our epoch; its first part tells whether it still has it.
+        // One that answered long ago (the donor it stands in for held out until its request timed out) is
+        // probed again first: it may have died or moved on since, and a dead spare asked for a part costs
+        // a whole request timeout, one spare after another, where probes cost one probe timeout together.
         Donor& d = donors_[i];
         if (d.stage != Stage::kLive || *d.live_epoch != epoch_) continue;
+        if (std::chrono::steady_clock::now() - d.live_at > spare_trusted_for()) {
+          d.stage = Stage::kUntried;
+          continue;
+        }
         d.stage = Stage::kActive;
         ++active;
       }

@@ -36,7 +36,8 @@
 //      schema, stripe, codec, size, the donor's identity) and decoded straight into place;
 //   5. a donor that fails a request (silent past `request_timeout`, refused, gone to another epoch,
 //      garbled) is dropped: its parts go back to the queue and a live spare at E takes its place (when
-//      none is left, more donors are probed);
+//      none is left, more donors are probed); a spare whose probe answered more than two probe timeouts
+//      ago is probed again first (it may have died or moved on while the donor it replaces held out);
 //   6. at the end every donor used is told "done", freeing its slot.
 // A donor that failed (a probe or a request) is not asked again in the same download; every listed donor
 // stays eligible until it fails.

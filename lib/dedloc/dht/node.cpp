@@ -233,6 +233,7 @@ void Node::note_alive(const Contact& contact) {
   {
     std::lock_guard lock(mutex_);
     failed_.erase(contact.id);
+    way_back_.answered(contact.id);
     oldest = table_.update(contact);
     if (!oldest || pinging_.contains(oldest->id) || !client_) return;
     pinging_.insert(oldest->id);
@@ -272,7 +273,9 @@ void Node::note_dead(const PeerId& id) {
   // One missed deadline may be a busy machine, not a dead node: only a second strike (with no answer in
   // between) drops it from the table and from our lookups. A crashed node collects both within a lookup
   // or two; an overloaded one answers the next time and keeps its place.
-  if (++it->second.strikes >= kStrikesToDrop) table_.mark_dead(id);
+  if (++it->second.strikes < kStrikesToDrop) return;
+  if (auto contact = table_.find(id)) way_back_.dropped(*contact);
+  table_.mark_dead(id);
 }
 
 void Node::note_stalled(const PeerId& id) {
@@ -429,8 +432,43 @@ void Node::on_lookup_answer(const std::shared_ptr<LookupRun>& run, Answer&& answ
   if (finished) run->wake.notify_one();
 }
 
+void Node::find_way_back(Deadline deadline) {
+  std::vector<net::PeerAddress> due;
+  {
+    std::lock_guard lock(mutex_);
+    if (table_.size() > 0 || !client_) return;
+    due = way_back_.take_due(std::chrono::steady_clock::now(), options_.rpc_timeout);
+  }
+  if (due.empty()) return;
+  options_.log->info(kLog) << "no DHT contact left (each missed its deadlines): asking the " << due.size()
+                           << " we knew last and joined through";
+  // Each outcome is pushed (true: it answered, as itself, and is back in the table); the first success ends
+  // the wait, and the lookup that follows refills the table from its answers.
+  auto outcomes = std::make_shared<BlockingQueue<bool>>();
+  const Deadline round{std::min(deadline.at, Deadline::after(options_.rpc_timeout).at)};
+  for (const auto& peer : due) {
+    client_->call(peer.endpoint, net::Outgoing::of(wire::Ping{now()}), round,
+                  [this, outcomes, peer](Result<net::Incoming>&& reply) {
+                    const bool back = reply && reply->decode<wire::Pong>().is_ok() &&
+                                      (!peer.peer_id || reply->envelope().sender == *peer.peer_id);
+                    if (back) note_alive(Contact{reply->envelope().sender, peer.endpoint, now()});
+                    outcomes->push(back);
+                  });
+  }
+  for (size_t i = 0; i < due.size(); ++i) {
+    auto back = outcomes->pop(round);
+    if (!back) break;
+    if (*back) {
+      options_.log->info(kLog) << "found the DHT again";
+      return;
+    }
+  }
+  options_.log->debug(kLog) << "none of them answered yet";
+}
+
 Lookup Node::run_lookup(const PeerId& target, const RequestMaker& make_request,
                         const AnswerReader& read, Deadline deadline, bool for_value) {
+  find_way_back(deadline);
   std::vector<Contact> seeds;
   std::vector<PeerId> suspects;
   {
@@ -800,6 +838,10 @@ Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline dead
                                          ". Check the addresses (tcp://HOST:PORT/k/KEY) and that they are running");
   }
   for (const auto& skipped : problems) options_.log->warn(kLog) << "initial peer skipped: " << skipped;
+  {
+    std::lock_guard lock(mutex_);
+    way_back_.set_initial(peers);
+  }
   for (const auto& contact : answered) note_alive(contact);
 
   if (!options_.client_mode && server_) {

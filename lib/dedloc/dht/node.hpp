@@ -38,6 +38,7 @@
 #include "dedloc/dht/routing_table.hpp"
 #include "dedloc/dht/read_cache.hpp"
 #include "dedloc/dht/storage.hpp"
+#include "dedloc/dht/way_back.hpp"
 #include "dedloc/dht/validator.hpp"
 #include "dedloc/net/client.hpp"
 #include "dedloc/net/peer_address.hpp"
@@ -225,6 +226,9 @@ class Node {
   void note_stalled(const PeerId& id);  // a lookup stopped waiting for it
   bool recently_failed(const PeerId& id);  // under mutex_: failed twice lately, skip it
   bool suspected(const PeerId& id) const;  // under mutex_: failed lately, do not wait for it
+  // With the routing table empty, pings the contacts dropped last and the initial peers (way_back.hpp), and
+  // returns once one answered (it is back in the table), all failed, or `deadline` or an RPC deadline passed.
+  void find_way_back(Deadline deadline);
   void check_reachable(const std::string& endpoint, const crypto::PeerId& expected, net::Replier replier);
   std::vector<wire::ContactInfo> nearest_infos(const PeerId& target) const;
   void maintenance_loop();
@@ -252,6 +256,7 @@ class Node {
   };
   static constexpr int kStrikesToDrop = 2;
   std::map<PeerId, Failure> failed_;  // nodes that stopped answering (or were slow to), and when (bounded)
+  WayBack way_back_;  // under mutex_: where to look once every contact is gone
 
   std::atomic<std::uint64_t> rpcs_sent_{0};
   std::atomic<std::uint64_t> rpcs_failed_{0};

@@ -1,5 +1,7 @@
 #include "dedloc/relay/relay_keeper.hpp"
 
+#include <algorithm>
+
 #include "dedloc/relay/relay_directory.hpp"
 
 namespace dedloc::relay {
@@ -20,6 +22,11 @@ Status RelayKeeper::attach_somewhere(Deadline deadline) {
       options_.log->debug("relay") << "listing relays: " << listed.status().to_string();
     }
   }
+  for (const auto& r : remembered_) {
+    const bool listed = std::any_of(candidates.begin(), candidates.end(),
+                                    [&](const net::PeerAddress& c) { return c.to_string() == r.to_string(); });
+    if (!listed) candidates.push_back(r);
+  }
   if (candidates.empty()) return error(Code::kNotFound, "no relay known: give one with --relay, or start dedloc-relay");
   // The relay we just lost goes last: it may be back, but another is a better bet.
   std::string lost = link_ ? link_->relay().to_string() : "";
@@ -34,6 +41,7 @@ Status RelayKeeper::attach_somewhere(Deadline deadline) {
     auto link = std::make_unique<net::RelayLink>(context_, identity_, link_options);
     auto started = link->start();
     if (started.is_ok()) {
+      remember(candidate);
       std::string address = link->address();
       {
         std::lock_guard lock(mutex_);
@@ -55,18 +63,37 @@ Status RelayKeeper::start(Deadline deadline) {
   return Status::ok();
 }
 
+void RelayKeeper::remember(const net::PeerAddress& relay) {
+  std::erase_if(remembered_, [&](const net::PeerAddress& r) { return r.to_string() == relay.to_string(); });
+  remembered_.insert(remembered_.begin(), relay);
+  if (remembered_.size() > kRememberedRelays) remembered_.resize(kRememberedRelays);
+}
+
 void RelayKeeper::keep() {
   std::unique_lock lock(mutex_);
+  Duration wait = options_.check_interval;
+  size_t failures = 0;  // attempts since we lost the relay
   while (!stopping_) {
-    wake_.wait_for(lock, options_.check_interval, [&] { return stopping_; });
+    wake_.wait_for(lock, wait, [&] { return stopping_; });
     if (stopping_ || (link_ && link_->alive())) continue;
-    options_.log->warn("relay") << "lost our relay (" << (link_ ? link_->failure().message() : "none")
-                                << "); attaching to another";
+    if (failures == 0) {
+      options_.log->warn("relay") << "lost our relay (" << (link_ ? link_->failure().message() : "none")
+                                  << "); attaching to another";
+    }
     address_.clear();
     lock.unlock();
     auto moved = attach_somewhere(Deadline::after(std::chrono::seconds(10)));
-    if (!moved.is_ok()) options_.log->warn("relay") << moved.message() << " (retrying)";
     lock.lock();
+    if (moved.is_ok()) {
+      if (failures > 0) options_.log->info("relay") << "attached again after " << failures << " failed attempt(s)";
+      failures = 0;
+      wait = options_.check_interval;
+      continue;
+    }
+    Logger::Line(options_.log, failures == 0 ? LogLevel::kWarning : LogLevel::kDebug, "relay")
+        << moved.message() << " (retrying)";
+    ++failures;
+    wait = std::min(wait * 2, options_.longest_retry);
   }
 }
 

@@ -3,6 +3,11 @@
 // relay dies (net::RelayLink notices within its dead_after) or refuses it. Its own thread checks the link
 // every `check_interval`; the address peers should use changes when it moves, and `on_moved` says so (the
 // trainer re-advertises itself there).
+//
+// The relays it was attached to stay candidates (the last `kRememberedRelays`): when our own link went
+// down, the relay looks dead and so does the DHT that lists the others, and once the link is back the
+// relay we lost is the one most likely to take us again. While no relay takes us, attempts back off from
+// `check_interval` to `longest_retry`, and only the first failure after a loss is a warning.
 #pragma once
 
 #include <atomic>
@@ -24,6 +29,7 @@ struct RelayKeeperOptions {
   std::string local_endpoint;            // our Server
   net::RelayLinkOptions link;            // heartbeat, dead_after, ... (relay and local_endpoint are set here)
   Duration check_interval = std::chrono::milliseconds(500);
+  Duration longest_retry = std::chrono::seconds(4);
   std::function<void(const std::string& address)> on_moved;  // called on the keeper's thread
   Logger* log = &Logger::global();
 };
@@ -43,6 +49,9 @@ class RelayKeeper {
  private:
   Status attach_somewhere(Deadline deadline);
   void keep();
+  void remember(const net::PeerAddress& relay);
+
+  static constexpr size_t kRememberedRelays = 4;
 
   zmq::context_t& context_;
   const crypto::Identity& identity_;
@@ -54,6 +63,9 @@ class RelayKeeper {
   bool stopping_ = false;
   std::string address_;
   std::thread thread_;
+  // Relays we were attached to, newest first; read and written by attach_somewhere only (start(), then the
+  // keeper's thread).
+  std::vector<net::PeerAddress> remembered_;
 };
 
 }  // namespace dedloc::relay
