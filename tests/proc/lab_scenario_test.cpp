@@ -51,3 +51,24 @@ TEST_CASE("Lab scenario: 16 volunteers come and go, a wave joins, a relay dies, 
   }
   CHECK(report["groups"]["home"]["bytes_sent_per_step"].get<double>() > 0);
 }
+
+// A volunteer whose link goes down for 10 s (bench/lab/scenarios/link-outage.yaml) meanwhile loses every
+// DHT contact, its relay and any download in flight. Once the link is back it must find the swarm again:
+// the DHT through the contacts it dropped (dht/way_back.hpp), the relay it had (relay_keeper.hpp), and
+// the round after a download. Before, it trained alone for the rest of the run.
+TEST_CASE("Lab scenario: a volunteer whose link went down for 10 s averages again once it is back", "[proc][lab]") {
+  auto run = test::run_lab_scenario("link-outage.yaml");
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  REQUIRE(run.report.is_object());
+  const auto& outages = run.report["outages"];
+  REQUIRE(outages.size() == 1);
+  const auto& outage = outages[0];
+  CHECK(outage["peer"] == "home-0");
+  REQUIRE_FALSE(outage["back_to_averaged_s"].is_null());
+  // The relay notices a dead link within 6 s and the DHT within two RPC deadlines; a round takes a few
+  // seconds more. The bound leaves room for the suite's load.
+  CHECK(outage["back_to_averaged_s"].get<double>() < 25);
+  CHECK(outage["averaged_after"].get<int>() >= 3);
+  CHECK(run.report["nonfinite_losses"].get<int>() == 0);
+}

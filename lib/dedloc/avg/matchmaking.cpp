@@ -88,6 +88,8 @@ void Matchmaker::on_join(wire::AvgJoin&& join, net::Incoming&& request, net::Rep
   auto refused = formation_.on_join(who, join, clock_.now());
   if (!formation_.holds(who)) repliers_.erase(who);  // a refused retry dropped the earlier request too
   if (refused) {
+    Logger::Line(log_, LogLevel::kDebug, kLog) << "refused " << who.short_string() << " for '" << join.group_key
+                                                << "': " << refused->detail;
     if (refused->reason == wire::JoinRefusal::kNotLooking && !formation_.looking() && !quorum_round_.empty() &&
         join.group_key == quorum_round_) {
       ++late_joiners_;
@@ -199,6 +201,10 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
     deadline = Deadline{formation_.deadline()};
   }
   const bool can_lead = !endpoint_.empty();
+  Logger::Line(log_, LogLevel::kDebug, kLog) << "looking for a group under '" << options_.group_key << "' ("
+                                              << expected_peers << " expected, "
+                                              << std::chrono::duration<double>(search.matchmaking_time).count()
+                                              << " s" << (can_lead ? "" : ", cannot lead") << ")";
   if (can_lead) {
     const std::string me = address();
     auto declared = dht_.store(matchmaking_key(options_.group_key), Bytes(me.begin(), me.end()),
@@ -275,6 +281,9 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
         repliers_.clear();
         if (!followers.empty()) {
           Logger::Line(log_, LogLevel::kDebug, kLog) << "merged our group of " << merged << " into " << leader.to_string();
+        } else {
+          Logger::Line(log_, LogLevel::kDebug, kLog) << "joined a group of " << outcome.group->size() << " led by "
+                                                      << leader.to_string();
         }
         last_search_ = SearchReport{clock_.now() - started, false, std::nullopt, false};
         return std::move(*outcome.group);
@@ -282,6 +291,7 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
       formation_.on_refused();
       if (outcome.other_leader) queue.emplace_front(*outcome.other_leader, 0.0);
       last_refusal = leader.to_string() + ": " + outcome.why;
+      Logger::Line(log_, LogLevel::kDebug, kLog) << "not taken by " << last_refusal;
     }
     std::unique_lock lock(mutex_);
     Duration wait = std::min<Duration>(deadline.remaining(clock_), kPollInterval);

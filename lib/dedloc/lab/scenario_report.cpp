@@ -218,6 +218,30 @@ nlohmann::json build_report(const RunRecord& run) {
     waves[s.groups[g].name] = wave;
   }
 
+  // Each link taken down (link_down): how soon its peer averaged a step again once the link was back, and
+  // how many steps it averaged from then on (null and 0: it never did, cut off from the swarm for good).
+  nlohmann::json outages = nlohmann::json::array();
+  for (const Fault& f : s.faults) {
+    if (f.kind != Fault::Kind::kLinkDown) continue;
+    const auto host = std::find_if(run.hosts.begin(), run.hosts.end(), [&](const HostRecord& h) { return h.name == f.target; });
+    if (host == run.hosts.end()) continue;
+    const TimePoint back = run.start + f.at + f.length;
+    std::optional<TimePoint> first;
+    size_t averaged_after = 0;
+    for (const OutputLine& line : run.lines) {
+      if (line.process != host->process || line.at < back || line.text.empty() || line.text[0] != '{') continue;
+      const auto j = nlohmann::json::parse(line.text, nullptr, false);
+      if (!j.is_object() || j.value("event", std::string()) != "averaged") continue;
+      if (!first) first = line.at;
+      ++averaged_after;
+    }
+    outages.push_back({{"peer", f.target},
+                       {"down_at_s", seconds(f.at)},
+                       {"down_for_s", seconds(f.length)},
+                       {"back_to_averaged_s", first ? nlohmann::json(seconds(*first - back)) : nlohmann::json(nullptr)},
+                       {"averaged_after", averaged_after}});
+  }
+
   // Packets the links' queues dropped in the window (tail drop at an upload or a download: TCP's losses).
   std::uint64_t dropped_queue = 0;
   for (size_t h = 0; h < run.at_end.hosts.size(); ++h) {
@@ -253,6 +277,7 @@ nlohmann::json build_report(const RunRecord& run) {
       {"hosts", peers},
       {"joiners", joiners},
       {"joiner_to_averaged_step_median_s", median(catch_up)},
+      {"outages", outages},
       {"emulator", {{"cpu_s", run.at_end.cpu_seconds - run.at_warmup.cpu_seconds},
                     {"mtu", s.mtu},
                     {"dropped_queue", dropped_queue},
@@ -311,6 +336,11 @@ std::string describe_report(const nlohmann::json& r) {
   if (!r["joiners"].empty()) {
     out << "  " << r["joiners"].size() << " joiners; median time to the first averaged step "
         << r["joiner_to_averaged_step_median_s"].get<double>() << " s\n";
+  }
+  for (const auto& o : r.value("outages", nlohmann::json::array())) {
+    out << "  " << o["peer"].get<std::string>() << "'s link down " << o["down_for_s"].get<double>() << " s: ";
+    if (o["back_to_averaged_s"].is_null()) out << "never averaged again\n";
+    else out << "averaged again " << o["back_to_averaged_s"].get<double>() << " s after it was back (" << o["averaged_after"] << " steps)\n";
   }
   return out.str();
 }

@@ -168,11 +168,13 @@ struct Trainer::Parts {
   std::uint64_t inner_steps_per_outer = 0;   // DiLoCo: those of the last outer step, for the metrics record
   double compute_seconds = 0;
   double last_micro_batch_seconds = 0;  // how long our latest micro-batch took
-  // Waiting for a due batch (Trainer::wait_for_due_batch): the epoch waited in, the seconds waited in it,
-  // and whether the loop should look at the swarm again before computing.
+  // Waiting for a due batch (Trainer::wait_for_due_batch): the epoch waited in and the seconds waited in it.
   std::uint64_t due_batch_epoch = 0;
   double due_batch_waited = 0;
-  bool due_batch_look_again = false;
+  // The loop's next pass looks at the swarm before computing a micro-batch: after waiting for a due batch,
+  // and after loading a state (the group of the round we loaded may be forming now; a micro-batch first
+  // would look for it a micro-batch late, past the moment its leader closes it).
+  bool look_before_computing = false;
   double started = 0;
   std::map<std::string, std::string> task_entries;  // Task::state_entries(), asked once
 };
@@ -864,6 +866,7 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swa
   }
   p.swarm.tracker().report(local_progress());
   note_if_loaded_late();
+  p.look_before_computing = true;
   return Status();
 }
 
@@ -986,7 +989,7 @@ Status Trainer::train_until(TrainerReport& report) {
     if (options_.max_epochs > 0 && progress_epoch() >= options_.max_epochs) break;
 
     // The task's and the optimizer's edge: what libtorch throws ends the run as an error (torch_errors.hpp).
-    if (!std::exchange(p.due_batch_look_again, false)) {
+    if (!std::exchange(p.look_before_computing, false)) {
       auto computed = guard_torch("computing a micro-batch", [&] { return compute_micro_batch(); });
       if (!computed) return computed.status();
       if (!*computed) continue;
@@ -1024,7 +1027,7 @@ Status Trainer::train_until(TrainerReport& report) {
       DEDLOC_RETURN_IF_ERROR(guard_torch("taking global step " + std::to_string(epoch_ + 1), [&] { step(report); }));
     } else if (!stopping()) {
       match_ahead(state);
-      p.due_batch_look_again = wait_for_due_batch();
+      p.look_before_computing = wait_for_due_batch();
     }
     publish_donor_and_metrics(false);
   }
