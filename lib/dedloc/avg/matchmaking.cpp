@@ -145,7 +145,7 @@ Matchmaker::JoinOutcome Matchmaker::try_join(const net::PeerAddress& leader, Dea
     if (!refused->leader.empty()) {
       if (auto parsed = net::PeerAddress::parse(refused->leader)) other = *parsed;
     }
-    return {std::nullopt, {}, refused->detail, other, refused->reason};
+    return {std::nullopt, {}, refused->detail, other};
   }
   auto begin = reply->decode<wire::AvgBegin>();
   if (!begin) return {std::nullopt, {}, "a bad BEGIN: " + begin.status().to_string(), std::nullopt};
@@ -216,10 +216,6 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
 
   std::string seen = "nobody else is looking";
   std::string last_refusal;
-  // Passes in a row in which every leader we asked was no longer looking: their groups formed (we came
-  // after our round's groups did: a joiner that loaded the state late). A peer that cannot lead then
-  // gives up after two such passes, not at its deadline: waiting on would only delay its next round.
-  int passes_all_formed = 0;
   auto stopping = [&] {
     std::lock_guard lock(mutex_);
     return stopping_;
@@ -258,7 +254,6 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
                                search.matchmaking_time, deadline, seen);
     for (size_t i = 0; i < found.leaders.size(); ++i) queue.emplace_back(std::move(found.leaders[i]), found.expirations[i]);
     std::set<std::string> tried;
-    size_t asked = 0, formed = 0;
     while (!queue.empty() && !deadline.passed(clock_) && !stopping()) {
       auto [leader, leader_expiration] = std::move(queue.front());
       queue.pop_front();
@@ -276,8 +271,6 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
       }
       if (!companions) break;  // followers filled our group meanwhile: we lead
       auto outcome = try_join(leader, wait, *companions);
-      ++asked;
-      formed += outcome.refusal == wire::JoinRefusal::kNotLooking;
       std::lock_guard lock(mutex_);
       if (outcome.group) {
         const size_t merged = formation_.group_size();
@@ -299,13 +292,6 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
       if (outcome.other_leader) queue.emplace_front(*outcome.other_leader, 0.0);
       last_refusal = leader.to_string() + ": " + outcome.why;
       Logger::Line(log_, LogLevel::kDebug, kLog) << "not taken by " << last_refusal;
-    }
-    passes_all_formed = asked > 0 && formed == asked ? passes_all_formed + 1 : 0;
-    if (!can_lead && passes_all_formed >= 2) {
-      std::lock_guard lock(mutex_);
-      dismiss_locked(formation_.time_out());
-      return error(Code::kTimeout, "no group under '" + options_.group_key + "': every peer that looked for one (" +
-                                       std::to_string(asked) + ") has formed its group");
     }
     std::unique_lock lock(mutex_);
     Duration wait = std::min<Duration>(deadline.remaining(clock_), kPollInterval);

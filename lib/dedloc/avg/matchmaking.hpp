@@ -140,7 +140,6 @@ class Matchmaker {
     wire::AvgBegin begin;                           // as received, to pass on to our followers after a merge
     std::string why;                                // otherwise: why not
     std::optional<net::PeerAddress> other_leader;   // a leader the refusal suggests instead
-    std::optional<wire::JoinRefusal> refusal;       // the leader's reason, when it answered no
   };
   // Asks `leader` to take us, waiting (bounded) for its BEGIN.
   // `companions` are our followers when we merge our group into the leader's: the BEGIN must list them.
