@@ -33,7 +33,7 @@ void add_run_flags(CLI::App& run, RunOptions& o) {
                  "directory under /tmp, printed)");
   run.add_option("--report", o.report, "also write the JSON report to this file (atomically)");
   run.add_option("--peer-log-level", o.peer_log_level,
-                 "every peer's --log-level (debug adds the groups led, DHT and RPC detail); their logs are NAME.err in "
+                 "every peer's --log-level (debug adds matchmaking, DHT and RPC detail); their logs are NAME.err in "
                  "the work directory")
       ->check(CLI::IsMember({"debug", "info", "warning", "error", "off"}));
 }

@@ -4,8 +4,8 @@
 // Why: a contact that misses two deadlines in a row is dropped (node.cpp, note_dead). When our own link
 // goes down for a few seconds (a Wi-Fi drop, a laptop lid, a router restart), every contact misses its
 // deadlines and the table empties; from then on every lookup failed at once with nothing to ask, for
-// good, and the peer trained alone (bench/lab/README.md, "A link down for 8 s"). The contacts we dropped
-// are the best bet once the link is back, the initial peers the next: both are kept here.
+// good, and the peer trained alone (bench/lab/README.md, "A volunteer's link down for a few seconds"). The
+// contacts we dropped are the best bet once the link is back, the initial peers the next: both are kept here.
 //
 //   dropped    the contacts dropped last, newest first, at most `max_dropped` (one per id)
 //   initial    the peers the node joined through, always kept
