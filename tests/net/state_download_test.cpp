@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <random>
 #include <set>
@@ -166,6 +167,27 @@ struct SilentPeer {
 };
 
 double seconds_since(TimePoint start) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+
+// A download during which `fault` strikes (donors killed) once `watched` has served `parts` parts; the
+// download's outcome and how long it took.
+struct FaultedDownload {
+  Result<DownloadedState> got;
+  double took = 0;
+};
+FaultedDownload download_with_fault(Joiner& joiner, const std::vector<DonorInfo>& donors, const DownloadOptions& options,
+                                    const Donor& watched, std::uint64_t parts, const std::function<void()>& fault) {
+  std::atomic<bool> stop{false};
+  std::thread striker([&] {
+    while (!stop && watched.state->stats().parts < parts) std::this_thread::sleep_for(200us);
+    fault();
+  });
+  auto start = std::chrono::steady_clock::now();
+  FaultedDownload out{download_state(*joiner.client, donors, options, Deadline::after(60s)), 0};
+  out.took = seconds_since(start);
+  stop = true;
+  striker.join();
+  return out;
+}
 
 }  // namespace
 
@@ -328,16 +350,7 @@ TEST_CASE("A donor killed mid-download: the others finish the download in bounde
   auto options = options_for(2, 512);  // about 1000 parts from two donors at once; c is the spare
   options.window = 1;
 
-  std::atomic<bool> stop{false};
-  std::thread killer([&] {
-    while (!stop && a.state->stats().parts < 5) std::this_thread::sleep_for(200us);
-    a.kill();
-  });
-  auto start = std::chrono::steady_clock::now();
-  auto got = download_state(*joiner.client, {a.info(2), b.info(1), c.info(0)}, options, Deadline::after(60s));
-  double took = seconds_since(start);
-  stop = true;
-  killer.join();
+  auto [got, took] = download_with_fault(joiner, {a.info(2), b.info(1), c.info(0)}, options, a, 5, [&] { a.kill(); });
 
   REQUIRE(got.is_ok());
   CHECK(same_bits(got->state.flat(), original->flat()));
@@ -365,17 +378,10 @@ TEST_CASE("Spares probed long ago are probed again before one is asked for a par
   options.request_timeout = 5s;
   options.probe_timeout = 200ms;
 
-  std::atomic<bool> stop{false};
-  std::thread killer([&] {
-    while (!stop && a.state->stats().parts < 5) std::this_thread::sleep_for(200us);
+  auto [got, took] = download_with_fault(joiner, {a.info(2), b.info(1), c.info(0)}, options, a, 5, [&] {
     b.kill();
     a.kill();
   });
-  auto start = std::chrono::steady_clock::now();
-  auto got = download_state(*joiner.client, {a.info(2), b.info(1), c.info(0)}, options, Deadline::after(60s));
-  double took = seconds_since(start);
-  stop = true;
-  killer.join();
 
   REQUIRE(got.is_ok());
   CHECK(same_bits(got->state.flat(), original->flat()));

@@ -79,6 +79,7 @@ nlohmann::json build_report(const RunRecord& run) {
   double longest_gap = 0;
   std::string longest_gap_peer;
   std::map<size_t, std::pair<std::optional<TimePoint>, std::optional<TimePoint>>> join_progress;  // loaded, averaged
+  std::map<size_t, std::vector<TimePoint>> averaged_at;  // per process: when it reported averaged steps
   for (const OutputLine& line : run.lines) {
     if (line.text.empty() || line.text[0] != '{') continue;
     const auto j = nlohmann::json::parse(line.text, nullptr, false);
@@ -87,6 +88,7 @@ nlohmann::json build_report(const RunRecord& run) {
     if (j.contains("peer_id") && j["peer_id"].is_string()) name_of_peer[j["peer_id"]] = run.hosts[host].name;
     if (!j.contains("event") || !j["event"].is_string()) continue;
     const std::string event = j["event"];
+    if (event == "averaged") averaged_at[line.process].push_back(line.at);
     const auto& starts = run.starts[line.process];
     if (event == "loaded_state" && j.contains("donor") && j["donor"].is_string()) {
       const std::pair<std::string, double> download{peer_of(j["donor"]), j.value("download_seconds", 0.0)};
@@ -228,12 +230,10 @@ nlohmann::json build_report(const RunRecord& run) {
     const TimePoint back = run.start + f.at + f.length;
     std::optional<TimePoint> first;
     size_t averaged_after = 0;
-    for (const OutputLine& line : run.lines) {
-      if (line.process != host->process || line.at < back || line.text.empty() || line.text[0] != '{') continue;
-      const auto j = nlohmann::json::parse(line.text, nullptr, false);
-      if (!j.is_object() || j.value("event", std::string()) != "averaged") continue;
-      if (!first) first = line.at;
+    for (const TimePoint at : averaged_at[host->process]) {
+      if (at < back) continue;
       ++averaged_after;
+      if (!first || at < *first) first = at;
     }
     outages.push_back({{"peer", f.target},
                        {"down_at_s", seconds(f.at)},
