@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "dedloc/core/run_command.hpp"
@@ -45,6 +46,43 @@ Status ip_batch(const std::vector<std::string>& prefix, const std::vector<std::s
   Status status = run_command(args);
   ::unlink(path);
   return status;
+}
+
+// A namespace other than the machine's own may only choose an algorithm the machine allows
+// (net.ipv4.tcp_allowed_congestion_control, one list for all namespaces); some machines allow only their
+// default (bbr) and reno. Adds `algorithm` to that list when it is available but not allowed: this permits
+// it, and changes no namespace's default.
+Status allow_congestion_control(const std::string& algorithm) {
+  const char* path = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+  std::string allowed;
+  {
+    std::ifstream listed(path);
+    std::getline(listed, allowed);
+  }
+  std::istringstream names(allowed);
+  for (std::string name; names >> name;) {
+    if (name == algorithm) return Status();
+  }
+  std::string available;
+  {
+    std::ifstream listed("/proc/sys/net/ipv4/tcp_available_congestion_control");
+    std::getline(listed, available);
+  }
+  std::istringstream known(available);
+  bool is_available = false;
+  for (std::string name; known >> name;) is_available = is_available || name == algorithm;
+  // Not available: set_congestion_control's error names the ones this kernel has.
+  if (!is_available) return Status();
+  const std::string list = allowed.empty() ? algorithm : allowed + " " + algorithm;
+  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  const bool written = fd >= 0 && ::write(fd, list.data(), list.size()) == static_cast<ssize_t>(list.size());
+  const std::string why = errno_text();
+  if (fd >= 0) ::close(fd);
+  if (!written) {
+    return error(Code::kUnavailable, "cannot allow the TCP congestion control '" + algorithm + "' in the lab's " +
+                                         "namespaces (" + path + " lists only: " + allowed + "): " + why);
+  }
+  return Status();
 }
 
 // Sets a namespace's net.ipv4.tcp_congestion_control: from a thread of its own that enters the namespace,
@@ -170,6 +208,7 @@ Result<std::unique_ptr<LabNetwork>> LabNetwork::create(size_t hosts, const LabNe
   if (::geteuid() != 0) return error(Code::kUnavailable, "the lab needs root (network namespaces and TUN devices)");
   if (::access("/dev/net/tun", R_OK | W_OK) != 0) return error(Code::kUnavailable, "no usable /dev/net/tun: " + errno_text());
   remove_leftovers();
+  DEDLOC_RETURN_IF_ERROR(allow_congestion_control(options.congestion_control));
 
   std::unique_ptr<LabNetwork> net(new LabNetwork());
   const std::string pid = std::to_string(::getpid());
