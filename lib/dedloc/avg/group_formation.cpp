@@ -31,6 +31,13 @@ wire::AvgJoinRefused refusal(wire::JoinRefusal reason, std::string detail, std::
   return wire::AvgJoinRefused{reason, std::move(detail), std::move(leader)};
 }
 
+// A join of aux peers only (a lone aux peer, or an aux leader merging with aux followers): members that
+// reduce but add no weight.
+bool adds_no_sender(const wire::AvgJoin& join) {
+  return join.role == AvgRole::kAux &&
+         std::all_of(join.companions.begin(), join.companions.end(), [](const wire::JoinCompanion& c) { return c.role == AvgRole::kAux; });
+}
+
 }  // namespace
 
 Status check_search(const Search& search) {
@@ -136,6 +143,17 @@ std::optional<wire::AvgJoinRefused> GroupFormation::on_join(const crypto::PeerId
   }
   if (group_size() + join.members > search_.target_group_size) {
     return refusal(wire::JoinRefusal::kGroupFull, "group full (" + std::to_string(search_.target_group_size) + ")");
+  }
+  // Aux peers come early (they have no batch to wait for), and an aux peer taking the last place would leave
+  // an expected trainer out of its own step's group: the places of the trainers still to come are kept.
+  if (adds_no_sender(join)) {
+    const size_t expected = expected_senders();
+    const size_t missing = expected > senders() ? expected - senders() : 0;
+    if (group_size() + join.members + missing > search_.target_group_size) {
+      return refusal(wire::JoinRefusal::kGroupFull, "group full (" + std::to_string(search_.target_group_size) +
+                                                        "): its other places are kept for the " +
+                                                        std::to_string(missing) + " trainer(s) still expected");
+    }
   }
   followers_.push_back(Follower{Member{who, join.endpoint, join.role}, join.bandwidth, join.companions, join.wait_until});
   last_join_at_ = now;

@@ -79,19 +79,32 @@ GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, c
   if (buckets == 1) return bucket;
 
   // Those that can lead first (which buckets hold one decides where clients may go), then the clients,
-  // each kind in an order drawn from the round, every peer taking its heaviest bucket not yet full. Every peer computes the
-  // whole assignment from its view; views that differ by a peer or two agree on almost all of it.
+  // each kind in an order drawn from the round. The first B that can lead take a bucket each (its heaviest
+  // among those without one), so that every bucket has a leader and clients may go anywhere; then every
+  // peer takes its heaviest bucket not yet holding its share: what a bucket is meant to hold, 0.8 of a
+  // group (ceil(N / B) where too few can lead for that). Bounded only by the group's size, one bucket often
+  // filled to it, and the aux peers that joined it took places its trainers then lacked; a share that does
+  // not follow N itself keeps views that differ by a peer in the same buckets. Every peer computes the
+  // whole assignment from its view; views that differ by a peer or two agree on most of it.
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if (trainers[a].client != trainers[b].client) return !trainers[a].client;
     return bucket_weight(*trainers[a].peer, round, buckets) < bucket_weight(*trainers[b].peer, round, buckets);
   });
+  const size_t share = std::max((n + buckets - 1) / buckets, static_cast<size_t>(std::floor(per_bucket)));
   std::vector<size_t> of(n), load(buckets, 0);
   std::vector<bool> has_leader(buckets, false);
+  size_t leaders_placed = 0;
   for (size_t i : order) {
-    of[i] = rendezvous(*trainers[i].peer, round, trainers[i].client ? has_leader : std::vector<bool>{}, load,
-                       target_group_size);
+    if (!trainers[i].client && leaders_placed < buckets) {
+      std::vector<bool> leaderless(buckets);
+      for (size_t b = 0; b < buckets; ++b) leaderless[b] = !has_leader[b];
+      of[i] = rendezvous(*trainers[i].peer, round, leaderless, std::vector<size_t>(buckets, 0), 1);
+      ++leaders_placed;
+    } else {
+      of[i] = rendezvous(*trainers[i].peer, round, trainers[i].client ? has_leader : std::vector<bool>{}, load, share);
+    }
     ++load[of[i]];
     if (!trainers[i].client) has_leader[of[i]] = true;
   }

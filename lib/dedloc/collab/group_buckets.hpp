@@ -8,11 +8,14 @@
 //
 //   buckets  B = 1 while the trainers fit in one group; beyond, ceil(N / (0.8 · target_group_size)), at most
 //            one per trainer that can lead (a bucket needs a leader), at least 1
-//   the trainers that can lead, then the clients, each in an order drawn from the round, take the bucket b
-//   maximising hash(peer, round, b) among those not yet holding target_group_size; a client only among the
-//   buckets that hold a trainer that can lead; an aux peer (no record, nobody counts it) takes its heaviest
-//   bucket (rendezvous hashing with bounded loads: every peer computes the whole assignment from its view,
-//   and views that differ by a peer or two still agree on almost every bucket)
+//   the trainers that can lead, then the clients, each in an order drawn from the round: the first B that
+//   can lead take a bucket each (the one maximising hash(peer, round, b) among those without a leader yet),
+//   every other trainer the bucket b maximising hash(peer, round, b) among those not yet holding
+//   max(floor(0.8 · target_group_size), ceil(N / B)); an aux peer (no record, nobody counts it) takes its heaviest bucket (rendezvous hashing
+//   with bounded loads: every peer computes the whole assignment from its view, and views that differ by a
+//   peer or two still agree on most buckets). Even loads leave a group's spare places to aux peers and to
+//   trainers whose view placed them here; a leader keeps the places of expected trainers from aux peers
+//   (avg/group_formation.hpp).
 //   expected = the trainers in our bucket (us included): with all of them in, the group forms at once
 //
 // The round's key is "<round>.b<b>" (the plain round when B = 1, so a small swarm's keys are what they

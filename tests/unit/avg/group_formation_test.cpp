@@ -437,6 +437,37 @@ TEST_CASE("Group formation: a held search keeps its group open for aux peers unt
   }
 }
 
+TEST_CASE("Group formation: an aux peer never takes the place of a trainer still expected", "[unit][avg][matchmaking]") {
+  // The lab's 16 volunteers: a bucket of 7 trainers in groups of 8, and an aux peer that came before the
+  // last trainer took the eighth place; the trainer, a second later, found the group full and missed its round.
+  Peer p(search_for(8, 2, 7));
+  p.formation.hold();
+  for (int i = 0; i < 5; ++i) p.take(AvgRole::kClient);  // 6 of the 7 trainers in, us included
+  SECTION("a lone aux peer is refused while the last trainer is missing, saying so") {
+    const auto first = p.take(AvgRole::kAux);  // 7 members: one place left beyond the missing trainer
+    CHECK(p.formation.holds(first));
+    auto refused = p.formation.on_join(p.other(), join_as(AvgRole::kAux), p.clock.now());
+    CHECK(refusal_of(refused) == wire::JoinRefusal::kGroupFull);
+    CHECK_THAT(refused->detail, Catch::Contains("kept for the 1 trainer(s) still expected"));
+    p.take(AvgRole::kClient);  // the seventh trainer still finds its place
+    CHECK(p.formation.group_size() == 8);
+    CHECK(p.next() == NextStep::kAssemble);
+  }
+  SECTION("a merge of aux peers only is refused too; one that brings the trainer is not") {
+    // 6 members: two aux peers fit in the 8 only by taking the missing trainer's place.
+    CHECK(refusal_of(p.formation.on_join(p.other(), join_as(AvgRole::kAux, {companion(p.other(), AvgRole::kAux)}),
+                                         p.clock.now())) == wire::JoinRefusal::kGroupFull);
+    p.take(AvgRole::kAux, {companion(p.other(), AvgRole::kClient)});
+    CHECK(p.formation.group_size() == 8);
+    CHECK(p.formation.full());
+  }
+  SECTION("once every expected trainer is in, aux peers fill the rest") {
+    p.take(AvgRole::kClient);
+    p.take(AvgRole::kAux);
+    CHECK(p.formation.group_size() == 8);
+  }
+}
+
 TEST_CASE("Group formation: a leader merging into an earlier one brings its followers and passes the BEGIN on",
           "[unit][avg][matchmaking]") {
   Peer late(search_for(5));

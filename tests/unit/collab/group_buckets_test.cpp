@@ -147,3 +147,26 @@ TEST_CASE("Group buckets: views that count one bucket fewer still put most peers
   CHECK(same >= fewer.size() / 2);
   CHECK(same < fewer.size());  // (a check that the two views really differ)
 }
+
+TEST_CASE("Group buckets: every round's buckets are even, each with a leader, leaving room in the group", "[unit][collab]") {
+  // The lab's 16 volunteers (bench/lab/scenarios/volunteers-16.yaml): 4 public trainers and 10 behind NAT,
+  // groups of 8, and 2 aux peers that join any bucket. Buckets bounded only by the group's size often
+  // held 7 or 8 trainers, and an aux peer then took the place of the last one to come.
+  const auto all = swarm(4, 10);
+  for (int epoch = 0; epoch < 200; ++epoch) {
+    const std::string round = "grad." + std::to_string(epoch);
+    const auto chosen = choices(all, round, 8);
+    std::map<size_t, size_t> load, leaders;
+    for (size_t i = 0; i < all.size(); ++i) {
+      REQUIRE(chosen[i].buckets == 3);  // ceil(14 / 6.4)
+      ++load[chosen[i].index];
+      if (!all[i].client_mode) ++leaders[chosen[i].index];
+    }
+    INFO(round);
+    REQUIRE(load.size() == 3);
+    for (const auto& [bucket, trainers] : load) {
+      CHECK(trainers <= 6);  // floor(0.8 · 8): two aux peers still fit in a group of 8
+      CHECK(leaders[bucket] >= 1);
+    }
+  }
+}
