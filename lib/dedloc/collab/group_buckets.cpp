@@ -59,19 +59,31 @@ struct Trainer {
 
 GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, const std::vector<PeerProgress>& others,
                                 const std::string& self, bool self_trainer, bool self_client,
-                                size_t target_group_size) {
-  std::vector<Trainer> trainers;
+                                size_t target_group_size, std::uint64_t self_joined_at) {
+  // A peer that joined the running swarm in this round is left out of its split, by every peer alike: the
+  // others split the round before its record came, and a newcomer that counted itself and its fellow
+  // newcomers saw more buckets than they made (3 where they made 2), and searched where nobody led.
+  const auto joined_this_round = [&](std::uint64_t joined_at) { return joined_at > 0 && joined_at >= epoch; };
+  std::vector<const PeerProgress*> near;
   for (const auto& record : others) {
-    const bool near = record.epoch + 1 >= epoch && record.epoch <= epoch + 1;
-    if (record.peer != self && near) trainers.push_back({&record.peer, record.client_mode});
+    if (record.peer != self && record.epoch + 1 >= epoch && record.epoch <= epoch + 1) near.push_back(&record);
   }
-  if (self_trainer) trainers.push_back({&self, self_client});
+  // Where nobody was there before the round (every trainer downloaded in it), nobody is left out.
+  const bool anyone_established =
+      (self_trainer && !joined_this_round(self_joined_at)) ||
+      std::any_of(near.begin(), near.end(), [&](const PeerProgress* r) { return !joined_this_round(r->joined_at); });
+  std::vector<Trainer> trainers;
+  for (const PeerProgress* record : near) {
+    if (!anyone_established || !joined_this_round(record->joined_at)) trainers.push_back({&record->peer, record->client_mode});
+  }
+  const bool self_counted = self_trainer && (!anyone_established || !joined_this_round(self_joined_at));
+  if (self_counted) trainers.push_back({&self, self_client});
   const size_t n = trainers.size();
   const size_t leaders = static_cast<size_t>(std::count_if(trainers.begin(), trainers.end(), [](const Trainer& t) { return !t.client; }));
 
   GroupBucket bucket;
   bucket.round = round;
-  bucket.expected = n;
+  bucket.expected = n + (self_trainer && !self_counted ? 1 : 0);
   if (target_group_size == 0 || n <= target_group_size) return bucket;
   const double per_bucket = 0.8 * static_cast<double>(target_group_size);
   size_t buckets = static_cast<size_t>(std::ceil(static_cast<double>(n) / per_bucket));
@@ -108,10 +120,12 @@ GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, c
     ++load[of[i]];
     if (!trainers[i].client) has_leader[of[i]] = true;
   }
-  const size_t mine = self_trainer ? of[n - 1] : rendezvous(self, round, {}, std::vector<size_t>(buckets, 0), 1);
+  // Uncounted (an aux peer, a newcomer): our heaviest bucket, where a newcomer that cannot lead finds a leader
+  // anywhere (every bucket has one); counted, where the assignment put us.
+  const size_t mine = self_counted ? of[n - 1] : rendezvous(self, round, {}, std::vector<size_t>(buckets, 0), 1);
   bucket.buckets = buckets;
   bucket.index = mine;
-  bucket.expected = static_cast<size_t>(std::count(of.begin(), of.end(), mine));
+  bucket.expected = static_cast<size_t>(std::count(of.begin(), of.end(), mine)) + (self_trainer && !self_counted ? 1 : 0);
   // Not the count in the key: peers whose views differ on B (the swarm grew or shrank by a few) still meet
   // in every bucket both counts have, and rendezvous hashing moves few peers between those.
   bucket.round = round + ".b" + std::to_string(mine);

@@ -6,21 +6,25 @@
 // split changes every round, so what one group averaged reaches the others over the next rounds (hivemind's
 // Moshpit averaging does this with key bits; here the buckets come from a hash of the round).
 //
+//   N        the trainers within an epoch of ours, but for those that joined the running swarm in this
+//            round (their records' joined_at): the others split it before their records came, and a
+//            newcomer counting itself and its fellow newcomers would see more buckets than they made
 //   buckets  B = 1 while the trainers fit in one group; beyond, ceil(N / (0.8 · target_group_size)), at most
 //            one per trainer that can lead (a bucket needs a leader), at least 1
 //   the trainers that can lead, then the clients, each in an order drawn from the round: the first B that
 //   can lead take a bucket each (the one maximising hash(peer, round, b) among those without a leader yet),
 //   every other trainer the bucket b maximising hash(peer, round, b) among those not yet holding
-//   max(floor(0.8 · target_group_size), ceil(N / B)); an aux peer (no record, nobody counts it) takes its heaviest bucket (rendezvous hashing
-//   with bounded loads: every peer computes the whole assignment from its view, and views that differ by a
-//   peer or two still agree on most buckets). Even loads leave a group's spare places to aux peers and to
-//   trainers whose view placed them here; a leader keeps the places of expected trainers from aux peers
-//   (avg/group_formation.hpp).
+//   max(floor(0.8 · target_group_size), ceil(N / B)); an aux peer (no record, nobody counts it) and a
+//   newcomer take their heaviest bucket (rendezvous hashing with bounded loads: every peer computes the
+//   whole assignment from its view, and views that differ by a peer or two still agree on most buckets).
+//   Even loads leave a group's spare places to aux peers, newcomers and trainers whose view placed them
+//   there; a leader keeps the places of expected trainers from aux peers (avg/group_formation.hpp).
 //   expected = the trainers in our bucket (us included): with all of them in, the group forms at once
 //
 // The round's key is "<round>.b<b>" (the plain round when B = 1, so a small swarm's keys are what they
 // always were). B is not in it: during churn peers' views of N differ, and B with them for a while; peers
-// that count B = 4 and B = 5 still meet in buckets 0 to 3, where rendezvous hashing keeps most of them. Sans-IO: progress records in, a key out (tests/unit/collab/group_buckets_test.cpp).
+// that count B = 4 and B = 5 still meet in buckets 0 to 3, where rendezvous hashing keeps most of them.
+// Sans-IO: progress records in, a key out (tests/unit/collab/group_buckets_test.cpp).
 #pragma once
 
 #include <cstddef>
@@ -43,9 +47,13 @@ struct GroupBucket {
 // peer that died stays listed until its record expires, but its epoch stops, so after two steps it no
 // longer holds a bucket that nobody leads (and a peer two behind downloads the state instead of averaging).
 // `self`: our subkey as records hold it (own_subkey); `self_trainer`: false for an aux peer (it has no
-// record and is counted in no bucket); `self_client`: we cannot lead.
+// record and is counted in no bucket); `self_client`: we cannot lead; `self_joined_at`: the epoch whose state
+// we loaded when we joined the running swarm (our record's joined_at; 0: we started from our own state).
+// A trainer that joined at `epoch` or later (its record's joined_at) is left out of the round's split by
+// everybody, itself included: it takes its heaviest bucket, as an aux peer does, and is expected by
+// nobody but itself.
 GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, const std::vector<PeerProgress>& others,
                                 const std::string& self, bool self_trainer, bool self_client,
-                                size_t target_group_size);
+                                size_t target_group_size, std::uint64_t self_joined_at = 0);
 
 }  // namespace dedloc::collab

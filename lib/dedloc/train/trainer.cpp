@@ -155,6 +155,10 @@ struct Trainer::Parts {
   std::optional<std::uint64_t> loaded_late_at;
   Duration catch_up_retry = kFirstCatchUpRetry;
   std::uint64_t states_loaded_at_start = 0;  // a joining peer's first download, for run()'s report
+  // Joining a running swarm: the epoch of the state we loaded then (0: we started from our own), in our
+  // progress record so that nobody counts us in that round's buckets (collab/group_buckets.hpp).
+  bool joining = true;
+  std::uint64_t joined_at = 0;
   std::vector<std::string> resync_exclude;   // donors whose parameters were not the majority's either
   std::uint64_t rounds_averaged = 0;         // gradient rounds averaged with a group, for the metrics record
   // The bucket each round averages in (collab/group_buckets.hpp), decided once per round: a search ahead
@@ -362,6 +366,7 @@ Status Trainer::start_in_swarm() {
   p.swarm.tracker().refresh_now();
   TrainerReport at_start;
   auto caught = catch_up_at_start(at_start);
+  p.joining = false;
   p.states_loaded_at_start = at_start.states_loaded;
   if (!caught.is_ok()) {
     p.swarm.withdraw_records(leaving_deadline());  // our progress record says epoch 0: others must not count us
@@ -404,6 +409,7 @@ collab::PeerProgress Trainer::local_progress() const {
   progress.bandwidth = options_.averaging.bandwidth;
   progress.compute = parts_->ema.samples_per_second();
   progress.micro_batch = static_cast<std::uint64_t>(std::max<std::int64_t>(0, options_.training.micro_batch_size));
+  progress.joined_at = parts_->joined_at;
   // While a delayed step is in flight our parameters are the last epoch's: no hash rather than a wrong one.
   progress.params_hash = parts_->delayed ? 0 : parts_->params_hash.latest();
   if (parts_->round_deadline && parts_->round_deadline->learned()) {
@@ -846,6 +852,7 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swa
   auto from = epoch_;
   DEDLOC_RETURN_IF_ERROR(load_state(downloaded->state));
   ++report.states_loaded;
+  if (p.joining) p.joined_at = epoch_;
   p.resync_exclude.clear();
   if (swarm_hash) {
     p.divergence.on_resynced(epoch_);
@@ -1050,7 +1057,7 @@ collab::GroupBucket Trainer::round_bucket(const std::string& round, std::uint64_
     const Bytes self = collab::own_subkey(node_);
     bucket = collab::choose_group_bucket(round, epoch, p.swarm.tracker().others_records(), std::string(self.begin(), self.end()),
                                          /*self_trainer=*/true, options_.averaging.role == avg::AvgRole::kClient,
-                                         options_.averaging.target_group_size);
+                                         options_.averaging.target_group_size, p.joined_at);
   }
   if (p.buckets.size() >= 8) p.buckets.pop_front();  // a round long past
   p.buckets.emplace_back(round, bucket);

@@ -29,6 +29,7 @@ Bytes encode_progress(const ProgressRecord& p) {
   if (p.params_hash != 0) value.put("ph", p.params_hash);
   if (p.round_seconds > 0) value.put("rs", p.round_seconds).put("rm", p.round_mad_seconds);
   if (p.micro_batch > 0) value.put("mb", p.micro_batch);
+  if (p.joined_at > 0) value.put("j", p.joined_at);
   return value.to_bytes();
 }
 
@@ -41,7 +42,7 @@ Result<ProgressRecord> decode_progress(ByteSpan value) {
   reader->get("epoch", p.epoch).get("n", p.samples_accumulated).get("sps", p.samples_per_second).get("t", p.time)
       .get_optional("client", p.client_mode).get_optional("bw", p.bandwidth).get_optional("flops", p.compute)
       .get_optional("ph", p.params_hash).get_optional("rs", p.round_seconds).get_optional("rm", p.round_mad_seconds)
-      .get_optional("mb", p.micro_batch);
+      .get_optional("mb", p.micro_batch).get_optional("j", p.joined_at);
   DEDLOC_RETURN_IF_ERROR(reader->status());
   for (double x : {p.samples_per_second, p.time, p.bandwidth, p.compute, p.round_seconds, p.round_mad_seconds}) {
     if (!std::isfinite(x) || x < 0) return error(Code::kMalformed, "progress record: a negative or non-finite number");
@@ -60,7 +61,8 @@ const RecordSchema& progress_schema() {
                                                                     {"ph", FieldKind::kCount, false},
                                                                     {"rs", FieldKind::kNumber, false, 0},
                                                                     {"rm", FieldKind::kNumber, false, 0},
-                                                                    {"mb", FieldKind::kCount, false}}};
+                                                                    {"mb", FieldKind::kCount, false},
+                                                                    {"j", FieldKind::kCount, false}}};
   return schema;
 }
 

@@ -88,6 +88,9 @@ struct ProgressRecord {
   // "mb": samples per micro-batch. Its samples then grow a micro-batch at a time, at `time` plus multiples
   // of mb / sps (`time` is the end of a micro-batch), and others extrapolate them so; 0: continuously.
   std::uint64_t micro_batch = 0;
+  // "j": the epoch of the swarm's state the peer loaded when it joined a running swarm (0: it started from
+  // its own state). The round it joined in was split into buckets without it (collab/group_buckets.hpp).
+  std::uint64_t joined_at = 0;
   std::string peer;                        // not in the value: the owner subkey, filled by readers
 
   bool operator==(const ProgressRecord&) const = default;

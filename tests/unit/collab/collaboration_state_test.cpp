@@ -133,6 +133,7 @@ TEST_CASE("Progress records round-trip, and hostile ones are refused", "[unit][t
   p.round_seconds = 3.3;
   p.round_mad_seconds = 0.05;
   p.micro_batch = 16;
+  p.joined_at = 9;
   auto back = decode_progress(encode_progress(p));
   REQUIRE(back.is_ok());
   CHECK(*back == p);
@@ -143,6 +144,7 @@ TEST_CASE("Progress records round-trip, and hostile ones are refused", "[unit][t
   CHECK(plain_back->params_hash == 0);
   CHECK(plain_back->round_seconds == 0);
   CHECK(plain_back->micro_batch == 0);
+  CHECK(plain_back->joined_at == 0);
   wire::MapWriter negative_round;
   negative_round.put("epoch", std::uint64_t{1}).put("n", std::uint64_t{2}).put("sps", 1.0).put("t", 1.0).put("rs", -1.0);
   CHECK(decode_progress(negative_round.to_bytes()).status().code() == Code::kMalformed);

@@ -33,7 +33,7 @@ std::vector<GroupBucket> choices(const std::vector<PeerProgress>& all, const std
     for (const auto& r : all) {
       if (r.peer != me.peer) others.push_back(r);
     }
-    chosen.push_back(choose_group_bucket(round, 17, others, me.peer, true, me.client_mode, target));
+    chosen.push_back(choose_group_bucket(round, 17, others, me.peer, true, me.client_mode, target, me.joined_at));
   }
   return chosen;
 }
@@ -169,4 +169,67 @@ TEST_CASE("Group buckets: every round's buckets are even, each with a leader, le
       CHECK(leaders[bucket] >= 1);
     }
   }
+}
+
+TEST_CASE("Group buckets: newcomers are left out of the split of the round they joined in, by everyone alike", "[unit][collab]") {
+  // The lab's 16 volunteers: 10 trainers (B = 2), then a wave of 4 clients that loaded the state at epoch 17.
+  // The established peers split round 17 before the newcomers' records came; the newcomers, counting
+  // themselves and each other (14 trainers: B = 3), searched under a bucket nobody led and missed the round.
+  auto all = swarm(4, 10);
+  for (size_t i = 10; i < all.size(); ++i) all[i].joined_at = 17;
+  const std::vector<PeerProgress> old_view(all.begin(), all.end() - 4);  // 10 peers: what the others saw
+  const auto seen_before = choices(old_view, "grad.17", 8);
+  const auto seen_now = choices(all, "grad.17", 8);
+  std::map<size_t, size_t> leaders;
+  for (size_t i = 0; i < old_view.size(); ++i) {
+    REQUIRE(seen_before[i].buckets == 2);
+    if (!old_view[i].client_mode) ++leaders[seen_before[i].index];
+  }
+  for (size_t i = 0; i < all.size(); ++i) {
+    INFO("peer " << i);
+    CHECK(seen_now[i].buckets == 2);  // not 3: the newcomers count nobody that joined this round
+    if (i < old_view.size()) {
+      // The established peers' buckets and counts are those they had before the newcomers' records came.
+      CHECK(seen_now[i].round == seen_before[i].round);
+      CHECK(seen_now[i].expected == seen_before[i].expected);
+    } else {
+      CHECK(leaders[seen_now[i].index] >= 1);  // a newcomer that cannot lead goes where somebody leads
+      // It expects the established peers of its bucket, and itself.
+      const auto there = std::count_if(seen_before.begin(), seen_before.end(),
+                                       [&](const GroupBucket& b) { return b.index == seen_now[i].index; });
+      CHECK(seen_now[i].expected == static_cast<size_t>(there) + 1);
+    }
+  }
+  // A swarm of newcomers only (every trainer downloaded in this round, from a donor that left) counts them
+  // all, as a swarm without newcomers would.
+  std::vector<PeerProgress> fresh = swarm(4, 10);
+  const auto plain = choices(fresh, "grad.17", 8);
+  for (auto& r : fresh) r.joined_at = 17;
+  const auto all_new = choices(fresh, "grad.17", 8);
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    CHECK(all_new[i].buckets == 3);
+    CHECK(all_new[i].round == plain[i].round);
+    CHECK(all_new[i].expected == plain[i].expected);
+  }
+}
+
+TEST_CASE("Group buckets: the round after they joined counts the newcomers, everyone alike", "[unit][collab]") {
+  auto all = swarm(4, 10);
+  for (size_t i = 10; i < all.size(); ++i) all[i].joined_at = 17;
+  std::vector<PeerProgress> next = all;
+  for (auto& r : next) r.epoch = 18;
+  std::vector<GroupBucket> chosen;
+  for (const auto& me : next) {
+    std::vector<PeerProgress> others;
+    for (const auto& r : next) {
+      if (r.peer != me.peer) others.push_back(r);
+    }
+    chosen.push_back(choose_group_bucket("grad.18", 18, others, me.peer, true, me.client_mode, 8, me.joined_at));
+  }
+  std::map<std::string, size_t> members;
+  for (const auto& b : chosen) {
+    CHECK(b.buckets == 3);  // ceil(14 / 6.4)
+    ++members[b.round];
+  }
+  for (const auto& b : chosen) CHECK(b.expected == members[b.round]);
 }
