@@ -48,37 +48,45 @@ Status ip_batch(const std::vector<std::string>& prefix, const std::vector<std::s
   return status;
 }
 
+// The first line of a /proc file ("" when it cannot be read).
+std::string first_line(const char* path) {
+  std::string line;
+  std::ifstream file(path);
+  std::getline(file, line);
+  return line;
+}
+
+// Whether a space-separated list of names (a sysctl's value) holds `name`.
+bool lists(const std::string& names, const std::string& name) {
+  std::istringstream words(names);
+  for (std::string word; words >> word;) {
+    if (word == name) return true;
+  }
+  return false;
+}
+
+// Writes a /proc/sys value: an empty string, or why not.
+std::string write_sysctl(const char* path, const std::string& value) {
+  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  const bool written = fd >= 0 && ::write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size());
+  const std::string why = written ? "" : errno_text();
+  if (fd >= 0) ::close(fd);
+  return why;
+}
+
+constexpr const char* kAvailableCongestionControl = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+
 // A namespace other than the machine's own may only choose an algorithm the machine allows
 // (net.ipv4.tcp_allowed_congestion_control, one list for all namespaces); some machines allow only their
 // default (bbr) and reno. Adds `algorithm` to that list when it is available but not allowed: this permits
 // it, and changes no namespace's default.
 Status allow_congestion_control(const std::string& algorithm) {
   const char* path = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
-  std::string allowed;
-  {
-    std::ifstream listed(path);
-    std::getline(listed, allowed);
-  }
-  std::istringstream names(allowed);
-  for (std::string name; names >> name;) {
-    if (name == algorithm) return Status();
-  }
-  std::string available;
-  {
-    std::ifstream listed("/proc/sys/net/ipv4/tcp_available_congestion_control");
-    std::getline(listed, available);
-  }
-  std::istringstream known(available);
-  bool is_available = false;
-  for (std::string name; known >> name;) is_available = is_available || name == algorithm;
+  const std::string allowed = first_line(path);
   // Not available: set_congestion_control's error names the ones this kernel has.
-  if (!is_available) return Status();
-  const std::string list = allowed.empty() ? algorithm : allowed + " " + algorithm;
-  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-  const bool written = fd >= 0 && ::write(fd, list.data(), list.size()) == static_cast<ssize_t>(list.size());
-  const std::string why = errno_text();
-  if (fd >= 0) ::close(fd);
-  if (!written) {
+  if (lists(allowed, algorithm) || !lists(first_line(kAvailableCongestionControl), algorithm)) return Status();
+  const std::string why = write_sysctl(path, allowed.empty() ? algorithm : allowed + " " + algorithm);
+  if (!why.empty()) {
     return error(Code::kUnavailable, "cannot allow the TCP congestion control '" + algorithm + "' in the lab's " +
                                          "namespaces (" + path + " lists only: " + allowed + "): " + why);
   }
@@ -92,17 +100,11 @@ Status set_congestion_control(const std::string& netns, const std::string& algor
   std::thread([&] {
     status = enter_netns(netns);
     if (!status.is_ok()) return;
-    const char* path = "/proc/sys/net/ipv4/tcp_congestion_control";
-    const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || ::write(fd, algorithm.data(), algorithm.size()) != static_cast<ssize_t>(algorithm.size())) {
-      const std::string why = errno_text();
-      std::string available;
-      std::ifstream listed("/proc/sys/net/ipv4/tcp_available_congestion_control");
-      std::getline(listed, available);
+    const std::string why = write_sysctl("/proc/sys/net/ipv4/tcp_congestion_control", algorithm);
+    if (!why.empty()) {
       status = error(Code::kUnavailable, "cannot set the TCP congestion control '" + algorithm + "' in " + netns + ": " +
-                                             why + " (this kernel has: " + available + ")");
+                                             why + " (this kernel has: " + first_line(kAvailableCongestionControl) + ")");
     }
-    if (fd >= 0) ::close(fd);
   }).join();
   return status;
 }
