@@ -34,12 +34,21 @@ AveragingTimes AveragingTimeouts::times() const {
   AveragingTimes times;
   times.matchmaking_time = matchmaking_.deadline();
   times.grace = std::min(grace_.deadline(), times.matchmaking_time);
-  times.sender_timeout = parts_.deadline();
+  times.sender_timeout = std::max(parts_.deadline(), std::min(link_floor_, options_.sender_ceiling));
   times.reducer_timeout = std::clamp(times.sender_timeout + parts_.deadline(), times.sender_timeout,
                                      std::max(options_.reducer_ceiling, times.sender_timeout));
   times.liveness_timeout = parts_.learned() ? std::min(parts_.deadline(), times.sender_timeout)
                                             : std::min(kUnlearnedLiveness, options_.sender_ceiling);
   return times;
+}
+
+Duration link_floor(const std::vector<PeerProgress>& records, double own_bandwidth, std::size_t payload_bytes) {
+  double slowest = own_bandwidth;
+  for (const auto& r : records) {
+    if (r.bandwidth > 0 && (slowest <= 0 || r.bandwidth < slowest)) slowest = r.bandwidth;
+  }
+  if (slowest <= 0) return Duration::zero();
+  return from_seconds(2 * static_cast<double>(payload_bytes) / slowest);
 }
 
 }  // namespace dedloc::collab

@@ -11,7 +11,12 @@
 //                     3 such rounds, half the matchmaking ceiling (a prior, not the ceiling: a member that
 //                     died while computing must not cost the whole matchmaking time before anyone learned);
 //   sender_timeout    from the slowest part round trip of each round (a part's trip includes waiting at its
-//                     reducer for the slowest sender's copy, so it covers a straggler), factor 4, floor 1 s;
+//                     reducer for the slowest sender's copy, so it covers a straggler), factor 4, floor 1 s,
+//                     and never below the link floor: twice the time the slowest upload the swarm publishes
+//                     takes to send a round's payload (link_floor()). Group buckets change every round, so
+//                     rounds among fast peers taught a timeout that cut the parts of the next group's
+//                     volunteer behind a 20 Mbit/s upload (bench/lab/README.md, "Newcomers and aux peers");
+//                     a member that died is still found by the liveness pings, not by this timeout;
 //   reducer_timeout   sender_timeout plus that estimate again (a reducer holds an answer while it waits
 //                     out a slow sender), within the recipe's reducer_timeout;
 //   liveness_timeout  how long a member we wait on may leave a ping unanswered before it is gone
@@ -22,7 +27,11 @@
 // sequences (tests/unit/collab/averaging_timeouts_test.cpp).
 #pragma once
 
+#include <cstddef>
+#include <vector>
+
 #include "dedloc/collab/deadline_estimator.hpp"
+#include "dedloc/collab/progress.hpp"
 #include "dedloc/core/clock.hpp"
 
 namespace dedloc::collab {
@@ -63,6 +72,8 @@ class AveragingTimeouts {
   void observe_slowest_part(Duration trip);
   // A round in which a live member was banned or given up on by a timeout (not one known gone).
   void observe_part_timeout();
+  // The link floor under the sender timeout (link_floor()), within the sender ceiling; zero: none.
+  void set_link_floor(Duration floor) { link_floor_ = floor; }
 
   AveragingTimes times() const;
 
@@ -73,6 +84,11 @@ class AveragingTimeouts {
  private:
   AveragingTimeoutsOptions options_;
   DeadlineEstimator matchmaking_, grace_, parts_;
+  Duration link_floor_{};
 };
+
+// Twice the time the slowest upload among the trainers' records (their "bw", bytes/s) and ours takes to send
+// `payload_bytes`, a round's parts as encoded; zero when no bandwidth is known.
+Duration link_floor(const std::vector<PeerProgress>& records, double own_bandwidth, std::size_t payload_bytes);
 
 }  // namespace dedloc::collab

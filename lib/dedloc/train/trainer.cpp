@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "dedloc/avg/background_parameters_hash.hpp"
+#include "dedloc/avg/codec.hpp"
 #include "dedloc/collab/checkpoint.hpp"
 #include "dedloc/collab/averaging_timeouts.hpp"
 #include "dedloc/collab/deadline_estimator.hpp"
@@ -475,9 +476,17 @@ void learn_waits(collab::AveragingTimeouts& waits, const avg::StepOutcome& outco
 
 void Trainer::apply_round_waits() {
   auto& p = *parts_;
-  auto& averager = p.swarm.averager();
-  if (p.round_deadline) averager.set_averaging_timeout(p.round_deadline->deadline());
-  apply_learned_waits(p.waits, averager);
+  if (p.round_deadline) p.swarm.averager().set_averaging_timeout(p.round_deadline->deadline());
+  apply_waits();
+}
+
+void Trainer::apply_waits() {
+  auto& p = *parts_;
+  if (p.waits) {
+    const size_t payload = avg::encoded_bytes(options_.averaging.all_reduce.codec, p.gradients.values().size());
+    p.waits->set_link_floor(collab::link_floor(p.swarm.tracker().others_records(), options_.averaging.bandwidth, payload));
+  }
+  apply_learned_waits(p.waits, p.swarm.averager());
 }
 
 size_t Trainer::expected_trainers() {
@@ -783,7 +792,7 @@ void Trainer::prepare_round(std::uint64_t epoch) {
   const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch), epoch);
   if (p.swarm.averager().prepared_round() == bucket.round) return;
   // A round still prepared for an earlier epoch (we caught up since) is withdrawn by prepare().
-  apply_learned_waits(p.waits, p.swarm.averager());
+  apply_waits();
   p.swarm.averager().prepare(p.gradients.schema(), bucket_expected(bucket), bucket.round);
 }
 

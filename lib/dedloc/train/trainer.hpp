@@ -211,6 +211,8 @@ class Trainer {
   void seed_round_deadline();
   // The next round's deadline and learned waits (matchmaking, parts), set on the averager.
   void apply_round_waits();
+  // The learned waits, with the link floor of the swarm's slowest published upload, set on the averager.
+  void apply_waits();
   void record_gradient_round(const Result<avg::StepOutcome>& outcome, collab::StepFacts& facts);
   // Classifies, applies and publishes a step whose averaging is over. `next_batch_started`: a delayed step,
   // whose batch's accumulators were emptied for the next batch when its round started.

@@ -156,3 +156,30 @@ TEST_CASE("Known gone: a dead trainer leaves the expected count until its record
   CHECK(gone.expected(3, t0 + 29s) == 3);
   CHECK(gone.expected(3, t0 + 30s) == 4);
 }
+
+TEST_CASE("Averaging timeouts: the swarm's slowest upload sets a floor under the part waits, within the ceiling",
+          "[unit][deadline]") {
+  // The lab's 16 volunteers: public peers at 200 Mbit/s, whose rounds among themselves take 0.2-0.4 s, and
+  // volunteers at 20 Mbit/s up; 1 M parameters in fp16 (2 MB a round). Buckets change every round, so the
+  // next group may hold a volunteer, whose parts the learned 1 s cut (in one run 27 of 196 step reports
+  // were below half averaged).
+  std::vector<PeerProgress> records(3);
+  records[0].bandwidth = 25e6;   // 200 Mbit/s
+  records[1].bandwidth = 2.5e6;  // 20 Mbit/s
+  records[2].bandwidth = 0;      // published none: not counted
+  const Duration floor = link_floor(records, 25e6, 2'000'000);
+  CHECK(seconds(floor) == Approx(2 * 2e6 / 2.5e6));  // 1.6 s
+  CHECK(link_floor({}, 0, 2'000'000) == Duration::zero());
+  CHECK(seconds(link_floor({}, 1.25e6, 1'000'000)) == Approx(1.6));  // ours alone
+
+  AveragingTimeouts waits(recipe());
+  replay(waits, kFast);
+  CHECK(waits.times().sender_timeout == 1s);  // learned among fast peers: the floor of 1 s
+  waits.set_link_floor(floor);
+  const auto times = waits.times();
+  CHECK(times.sender_timeout == floor);
+  CHECK(times.reducer_timeout > times.sender_timeout);
+  CHECK(times.liveness_timeout == 1s);  // a dead member is still found as soon as before
+  waits.set_link_floor(60s);  // a very slow link: the recipe's ceiling still holds
+  CHECK(waits.times().sender_timeout == 15s);
+}
