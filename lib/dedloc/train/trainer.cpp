@@ -476,17 +476,25 @@ void learn_waits(collab::AveragingTimeouts& waits, const avg::StepOutcome& outco
 
 void Trainer::apply_round_waits() {
   auto& p = *parts_;
-  if (p.round_deadline) p.swarm.averager().set_averaging_timeout(p.round_deadline->deadline());
+  if (p.round_deadline) {
+    // Learned from our own rounds, which group buckets draw anew each time: never below what the swarm's
+    // slowest upload needs for a round (the learned 1 s cut rounds that held a volunteer at 20 Mbit/s).
+    const Duration deadline = std::max(p.round_deadline->deadline(), std::min(link_floor(), options_.averaging.averaging_timeout));
+    p.swarm.averager().set_averaging_timeout(deadline);
+  }
   apply_waits();
 }
 
 void Trainer::apply_waits() {
   auto& p = *parts_;
-  if (p.waits) {
-    const size_t payload = avg::encoded_bytes(options_.averaging.all_reduce.codec, p.gradients.values().size());
-    p.waits->set_link_floor(collab::link_floor(p.swarm.tracker().others_records(), options_.averaging.bandwidth, payload));
-  }
+  if (p.waits) p.waits->set_link_floor(link_floor());
   apply_learned_waits(p.waits, p.swarm.averager());
+}
+
+Duration Trainer::link_floor() {
+  auto& p = *parts_;
+  const size_t payload = avg::encoded_bytes(options_.averaging.all_reduce.codec, p.gradients.values().size());
+  return collab::link_floor(p.swarm.tracker().others_records(), options_.averaging.bandwidth, payload);
 }
 
 size_t Trainer::expected_trainers() {

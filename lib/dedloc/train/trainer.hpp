@@ -213,6 +213,8 @@ class Trainer {
   void apply_round_waits();
   // The learned waits, with the link floor of the swarm's slowest published upload, set on the averager.
   void apply_waits();
+  // collab::link_floor for a round of our gradients among the trainers we read.
+  Duration link_floor();
   void record_gradient_round(const Result<avg::StepOutcome>& outcome, collab::StepFacts& facts);
   // Classifies, applies and publishes a step whose averaging is over. `next_batch_started`: a delayed step,
   // whose batch's accumulators were emptied for the next batch when its round started.
