@@ -79,6 +79,7 @@ void print_event(const train::TrainerEvent& e) {
     line["averaging_seconds"] = e.averaging_seconds;
     line["averaging_deadline"] = e.averaging_deadline;
     line["round_seconds"] = e.round_seconds;
+    if (e.buckets > 0) line["buckets"] = e.buckets;
   }
   if (!e.params_hash.empty()) {
     line["params_hash"] = e.params_hash;

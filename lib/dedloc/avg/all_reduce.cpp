@@ -155,6 +155,9 @@ struct Sender : std::enable_shared_from_this<Sender> {
   std::deque<Retry> retries;
   std::uint64_t averaged_elements = 0;
   std::uint64_t unweighed_parts = 0;  // AllReduceResult::unweighed_parts
+  // The total weights the reducers' answers told: the first, and whether another came (AllReduceResult::weight).
+  std::optional<double> answered_weight;
+  bool answered_weights_differ = false;
   std::uint64_t bytes_sent = 0;  // the parts' payloads
   Logger* log = nullptr;
   std::optional<InFlightWindow> window;  // set before the first send
@@ -198,10 +201,12 @@ struct Sender : std::enable_shared_from_this<Sender> {
     const Part& part = r.parts[position];
     std::span<const float> values = vector.subspan(static_cast<size_t>(part.begin), part.size());
     zmq::message_t frame;
-    if (weight == 0 && std::all_of(values.begin(), values.end(), [](float v) { return v == 0.0f; })) {
-      // Zeros at weight 0 add nothing anywhere: the part goes without its values, and the reducer answers as
-      // if they had come (reducer.hpp). A peer taking part at weight 0 (while it downloads the state, or
-      // withdrawn from a round) then uploads headers, not a whole vector of zeros its group would wait for.
+    if (weight == 0 && (options.answer == wire::PartAnswer::kAverage ||
+                        std::all_of(values.begin(), values.end(), [](float v) { return v == 0.0f; }))) {
+      // Values at weight 0 add nothing anywhere: the part goes without them, and the reducer answers as if
+      // zeros had come (reducer.hpp), which only a delta could tell from our values. A peer taking part at
+      // weight 0 (while it downloads the state, withdrawn from a round, carrying no bucket's average across
+      // buckets) then uploads headers, not a whole vector its group would wait for.
     } else if (options.codec == Codec::kNone) {
       // Straight from the vector, which holds the wire format already (codec.hpp): no copy. Nothing writes
       // these values while ZeroMQ may read them: only this part's delta does, and it comes after the
@@ -219,7 +224,8 @@ struct Sender : std::enable_shared_from_this<Sender> {
     Deadline part_deadline = Deadline::after(std::min(options.reducer_timeout, deadline.remaining()));
     client->call(group->member(r.member).endpoint,
                  net::Outgoing::of(wire::AvgPart{group->id(), part.index, weight,
-                                                 static_cast<std::uint64_t>(options.codec), options.answer},
+                                                 static_cast<std::uint64_t>(options.codec), options.answer,
+                                                 options.order_key.value_or(wire::AvgPart::kNoOrder)},
                                    std::move(frames)),
                  part_deadline,
                  [self = shared_from_this(), slot, position, deadline](Result<net::Incoming>&& reply) {
@@ -277,6 +283,11 @@ struct Sender : std::enable_shared_from_this<Sender> {
       return error(Code::kMalformed, "a reducer answered part " + std::to_string(part.index) + " with an average where we asked for a delta");
     }
     if (!average && options.answer == wire::PartAnswer::kAverage) ++unweighed_parts;
+    if (!answered_weight) {
+      answered_weight = answer->weight;
+    } else if (*answered_weight != answer->weight) {
+      answered_weights_differ = true;
+    }
     std::span<float> target = vector.subspan(static_cast<size_t>(part.begin), part.size());
     const zmq::message_t& frame = reply.frames[0];
     const auto* bytes = static_cast<const std::uint8_t*>(frame.data());
@@ -424,6 +435,9 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
   }
   if (options.window == 0) return error(Code::kInvalidArgument, "window must be at least 1");
   if (options.centered_clip) DEDLOC_RETURN_IF_ERROR(check(*options.centered_clip));
+  if (options.centered_clip && options.order_key) {
+    return error(Code::kInvalidArgument, "a round summed in a fixed order cannot also clip (centered_clip)");
+  }
 
   auto sender = std::make_shared<Sender>();
   sender->client = &client_;
@@ -450,7 +464,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
       buffer(reduce_scratch_, group.largest_part()), options.sender_timeout, options.centered_clip,
       options.answer == wire::PartAnswer::kAverage ? std::optional<Codec>(options.codec) : std::nullopt,
       std::chrono::steady_clock::now(),
-      [sender] { sender->changed.notify_all(); });
+      [sender] { sender->changed.notify_all(); }, options.order_key);
   if (options.on_progress) reducer->set_progress_callback(options.on_progress);
   // The round's deadline: `deadline` as given, or, when we may have started before the senders, as long
   // after their first part as `deadline` is after now (see AllReduceOptions::senders_start_within).
@@ -557,6 +571,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
 
   AllReduceResult result;
   result.gone = std::move(result_gone);
+  const std::optional<double> reduced = reducer->common_weight();  // not under the sender's lock (above)
   if (auto first = reducer->first_part_at(); await_senders && first) result.waited_for_senders = *first - run_began;
   {
     std::lock_guard lock(sender->mutex);
@@ -575,6 +590,14 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
     result.unweighed_parts = sender->unweighed_parts;
     result.averaged_fraction = group.length() == 0 || !self.sends() ? 1.0
                                                                     : static_cast<double>(averaged) / static_cast<double>(group.length());
+    // One total over every part, ours included, and nothing kept unaveraged: the group's weight.
+    std::optional<double> total = sender->answered_weight;
+    bool agree = !sender->answered_weights_differ;
+    if (my_elements > 0) {
+      agree = agree && reduced && (!total || *total == *reduced);
+      if (reduced) total = reduced;
+    }
+    if (self.sends() && result.averaged_fraction == 1.0 && agree && total) result.weight = *total;
   }
   // The caller may free or change `vector` once we return: ZeroMQ must have let go of every part sent from
   // it. Those to reducers that answered were written to their sockets before the answers came; the rest

@@ -80,6 +80,12 @@ struct AllReduceOptions {
   // Robust aggregation of the parts our reducer averages (avg/centered_clip.hpp); unset: the weighted mean.
   // It guards the parts this member reduces: every honest reducer should set it.
   std::optional<CenteredClipOptions> centered_clip;
+  // Set (on every member of a round): the contributions are summed in ascending order of their senders'
+  // keys once a part is complete, not as they arrive, and contributions at weight 0 are left out. Float
+  // sums depend on their order: groups that hold the same contributions under the same keys then compute
+  // bit-identical averages, whoever reduces and whatever the network's timing. The trainer's cross-bucket
+  // stage keys each contribution by its bucket (collab/group_buckets.hpp). Incompatible with centered_clip.
+  std::optional<std::uint64_t> order_key;
   // Progress: called after each part we send and each part our reducer completes (under the round's
   // locks: keep it short). Tests use it to kill a member at an exact point of a round.
   std::function<void()> on_progress;
@@ -98,6 +104,10 @@ struct AllReduceResult {
   // reducer that had not yet heard of the round, counts twice) and its reducer's deltas back to the
   // senders (codec bytes; message headers and transport framing not counted).
   std::uint64_t bytes_sent = 0;
+  // The total weight averaged into our vector, when every part came back averaged (reducers tell it with
+  // their answers) with one total: the weight of the group's senders; 0 otherwise (a part averaged
+  // without a sender, a reducer given up on, an older peer's answer).
+  double weight = 0;
   // Members that did not answer a ping within liveness_timeout (their waits ended then).
   std::vector<crypto::PeerId> gone;
   // The longest a part of ours took to come back averaged, among those that did (zero when none did):

@@ -19,7 +19,7 @@ ByteSpan bytes_of(const zmq::message_t& message) {
 ReducerRound::ReducerRound(const Group& group, size_t me, std::span<float> mine, double my_weight,
                            std::span<float> workspace, std::span<float> scratch, Duration sender_timeout,
                            std::optional<CenteredClipOptions> centered_clip, std::optional<Codec> own_answer,
-                           TimePoint now, std::function<void()> on_done)
+                           TimePoint now, std::function<void()> on_done, std::optional<std::uint64_t> own_order)
     : group_(group),
       me_(me),
       parts_(group.parts_of(me)),
@@ -27,6 +27,7 @@ ReducerRound::ReducerRound(const Group& group, size_t me, std::span<float> mine,
       my_weight_(my_weight),
       centered_clip_(centered_clip),
       own_answer_(own_values_ && own_answer && *own_answer != Codec::kNone ? own_answer : std::nullopt),
+      own_order_(own_order),
       mine_(mine),
       workspace_(workspace),
       scratch_(scratch),
@@ -51,9 +52,9 @@ ReducerRound::ReducerRound(const Group& group, size_t me, std::span<float> mine,
     std::span<float> acc = accumulator(parts_[local]);
     if (own_values_) {
       // Our own contribution, in place: the accumulator is our values, scaled by our weight with the first
-      // contribution that arrives (accumulate) or at completion (left as they are with centered clip, which
-      // reads them at completion).
-      state.own_unscaled = !centered_clip_;
+      // contribution that arrives (accumulate) or at completion (left as they are with centered clip and in
+      // an ordered round, which read them at completion).
+      state.own_unscaled = !centered_clip_ && !own_order_;
       state.delivered[slot_of_member_[me]] = 1;
       state.weight = my_weight;
       state.contributions = 1;
@@ -138,12 +139,14 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
   if (!usable.is_ok()) {
     replier.fail(usable);
   } else {
-    // Summed as it arrives; with centered clip it is only kept, and averaged when the part completes.
-    if (!centered_clip_) accumulate(state, grid, *codec, part.weight, bytes, values);
+    // Summed as it arrives; with centered clip or in an ordered round it is only kept, and summed when the
+    // part completes.
+    if (!centered_clip_ && !own_order_) accumulate(state, grid, *codec, part.weight, bytes, values);
     state.weight += part.weight;
     ++state.contributions;
     ++unanswered_[slot];
-    state.pending.push_back(Pending{sender, *codec, part.weight, part.answer, std::move(payload), std::move(replier)});
+    state.pending.push_back(
+        Pending{sender, *codec, part.weight, part.answer, part.order, std::move(payload), std::move(replier)});
   }
   if (state.waiting_for == 0) complete(state, local, now);
 }
@@ -195,6 +198,42 @@ void ReducerRound::clip_average(const PartState& state, std::span<float> avg) {
   centered_clip(clip_points_, dim, clip_weights_, *centered_clip_, avg, clip_scratch_);
 }
 
+void ReducerRound::ordered_sum(const PartState& state, const Part& grid, std::span<float> sum) {
+  struct Term {
+    std::uint64_t order;
+    double weight;
+    const Pending* pending;  // null: our own values
+  };
+  std::vector<Term> terms;
+  if (own_values_ && my_weight_ > 0) terms.push_back({*own_order_, my_weight_, nullptr});
+  for (const auto& pending : state.pending) {
+    if (pending.weight > 0) terms.push_back({pending.order, pending.weight, &pending});
+  }
+  // Equal keys hold equal values where the keys mean anything (one bucket's average), so their order
+  // among themselves does not change the sum.
+  std::stable_sort(terms.begin(), terms.end(), [](const Term& a, const Term& b) { return a.order < b.order; });
+  if (own_values_) own_copy_.assign(sum.begin(), sum.end());  // our values are in place in `sum`
+  std::fill(sum.begin(), sum.end(), 0.0f);
+  std::span<float> decoded = scratch_.first(grid.size());
+  for (const Term& term : terms) {
+    const float w = static_cast<float>(term.weight);
+    if (!term.pending) {
+      float_ops::add_scaled(sum, w, reinterpret_cast<const std::uint8_t*>(own_copy_.data()));
+      continue;
+    }
+    const auto* bytes = static_cast<const std::uint8_t*>(term.pending->payload.data());
+    if (term.pending->codec == Codec::kNone) {
+      float_ops::add_scaled(sum, w, bytes);
+    } else if (term.pending->codec == Codec::kFloat16) {
+      float_ops::for_each_fp16_chunk(bytes, grid.size(), [&](size_t at, std::span<const float> chunk) {
+        float_ops::add_scaled(sum.subspan(at, chunk.size()), w, reinterpret_cast<const std::uint8_t*>(chunk.data()));
+      });
+    } else if (decode(term.pending->codec, bytes_of(term.pending->payload), decoded).is_ok()) {  // on_part checked it
+      float_ops::add_scaled(sum, w, reinterpret_cast<const std::uint8_t*>(decoded.data()));
+    }
+  }
+}
+
 void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
   const Part& grid = parts_[local];
   std::span<float> avg = accumulator(grid);
@@ -203,6 +242,13 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
   bool sum_to_scale = false;  // the accumulator holds the weighted sum, to be divided by the total weight
   if (weighed && centered_clip_) {
     clip_average(state, avg);
+  } else if (own_order_) {
+    if (weighed) {
+      ordered_sum(state, grid, avg);
+      sum_to_scale = true;
+    } else {
+      std::fill(avg.begin(), avg.end(), 0.0f);  // what the sum of weight-0 contributions comes to
+    }
   } else if (state.own_unscaled) {  // nothing arrived but our own values (so nobody waits for a delta)
     if (weighed) {
       float_ops::scale_twice(avg, static_cast<float>(my_weight_), inverse);
@@ -269,15 +315,20 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
     bytes_sent_ += pending.payload.size();
     std::vector<zmq::message_t> frames;
     frames.push_back(std::move(pending.payload));
-    pending.replier.reply(
-        wire::AvgPartDelta{grid.index, static_cast<std::uint64_t>(pending.codec), state.contributions, answer},
-        std::move(frames));
+    pending.replier.reply(wire::AvgPartDelta{grid.index, static_cast<std::uint64_t>(pending.codec), state.contributions,
+                                             answer, weighed ? state.weight : 0.0},
+                          std::move(frames));
     --unanswered_[slot];
     last_heard_[slot] = now;  // its window has room again: from now on, silence is its own
   }
   state.pending.clear();
   state.pending.shrink_to_fit();
   state.complete = true;
+  if (!first_weight_) {
+    first_weight_ = state.weight;
+  } else if (*first_weight_ != state.weight) {
+    weights_differ_ = true;
+  }
   if (on_part_complete_) on_part_complete_();
   if (--incomplete_ == 0 && on_done_) on_done_();
 }
@@ -349,6 +400,12 @@ bool ReducerRound::done() const {
 std::uint64_t ReducerRound::bytes_sent() const {
   std::lock_guard lock(mutex_);
   return bytes_sent_;
+}
+
+std::optional<double> ReducerRound::common_weight() const {
+  std::lock_guard lock(mutex_);
+  if (weights_differ_) return std::nullopt;
+  return first_weight_;
 }
 
 std::vector<size_t> ReducerRound::banned_unheard() const {

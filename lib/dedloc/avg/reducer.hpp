@@ -44,9 +44,12 @@ class ReducerRound {
   // `own_answer`: set when we send and asked our reducers for the average itself (wire::PartAnswer) in a
   // lossy codec: our own averaged values become what that codec's encoding of the average decodes to, the
   // values the senders that asked for it receive, so that members end the round bit-identical.
+  // `own_order`: set when the round sums in a fixed order (AllReduceOptions::order_key): our key. The
+  // senders' parts then carry theirs (a part without one goes last), and each part is summed at completion.
   ReducerRound(const Group& group, size_t me, std::span<float> mine, double my_weight, std::span<float> workspace,
                std::span<float> scratch, Duration sender_timeout, std::optional<CenteredClipOptions> centered_clip,
-               std::optional<Codec> own_answer, TimePoint now, std::function<void()> on_done);
+               std::optional<Codec> own_answer, TimePoint now, std::function<void()> on_done,
+               std::optional<std::uint64_t> own_order = std::nullopt);
 
   // A part from member `sender`. Answers through `replier` now (a refusal) or when the part completes.
   void on_part(size_t sender, const wire::AvgPart& part, zmq::message_t payload, net::Replier replier, TimePoint now);
@@ -77,6 +80,9 @@ class ReducerRound {
   std::vector<size_t> banned_unheard() const;
   // Payload bytes of the deltas sent back so far.
   std::uint64_t bytes_sent() const;
+  // The total weight of every completed part when they all had the same (nullopt when they differ, or
+  // none completed).
+  std::optional<double> common_weight() const;
 
  private:
   struct Pending {
@@ -84,6 +90,7 @@ class ReducerRound {
     Codec codec;
     double weight;
     wire::PartAnswer answer;  // what the sender asked to receive
+    std::uint64_t order;      // its key in an ordered round (wire::AvgPart::order)
     zmq::message_t payload;   // kept to compute this sender's delta when the part completes (then its answer)
     net::Replier replier;
   };
@@ -110,6 +117,9 @@ class ReducerRound {
   // With centered clip: the part's contributions (ours first, then each pending sender's), robustly averaged
   // into `avg`.
   void clip_average(const PartState& state, std::span<float> avg);
+  // In an ordered round: the part's weighted sum, in ascending order of the contributors' keys (ours
+  // included), written over our values in `sum` (or the workspace); contributions at weight 0 left out.
+  void ordered_sum(const PartState& state, const Part& grid, std::span<float> sum);
   void complete(PartState& state, size_t local, TimePoint now);
   // The average in `codec`, encoded once per part into answer_bytes_ (answer_codec_ says for which codec).
   ByteSpan encoded_average(Codec codec, std::span<const float> avg);
@@ -123,6 +133,10 @@ class ReducerRound {
   double my_weight_;
   std::optional<CenteredClipOptions> centered_clip_;
   std::optional<Codec> own_answer_;
+  std::optional<std::uint64_t> own_order_;  // set: an ordered round (see the constructor)
+  std::vector<float> own_copy_;             // ordered: our values of the part being summed
+  std::optional<double> first_weight_;      // the first completed part's total weight
+  bool weights_differ_ = false;             // ... and whether a later one had another
   std::vector<std::uint8_t> answer_bytes_;  // a part's average, encoded for the senders that asked for it
   std::optional<Codec> answer_codec_;       // the codec answer_bytes_ holds the current part in; none: stale
   std::vector<float> clip_points_;   // centered clip: a part's contributions, decoded (reused between parts)

@@ -23,7 +23,7 @@ bool applies(StepOutcome outcome) {
 
 bool averaged_with_swarm(const StepFacts& facts) {
   return classify_step(facts) == StepOutcome::kAveraged && facts.averaged_fraction >= 1 &&
-         2 * facts.group_size > facts.other_trainers + 1;
+         (2 * facts.group_size > facts.other_trainers + 1 || facts.buckets > 1);
 }
 
 std::string describe_step(const StepFacts& facts, StepOutcome outcome) {
@@ -38,6 +38,7 @@ std::string describe_step(const StepFacts& facts, StepOutcome outcome) {
       std::ostringstream text;
       text << "averaged in a group of " << facts.group_size << (facts.found_ahead ? " (found ahead)" : "");
       if (facts.averaged_fraction < 1) text << " (" << 100 * facts.averaged_fraction << "% averaged)";
+      if (facts.buckets > 1) text << ", then across " << facts.buckets << " buckets";
       return text.str();
     }
   }

@@ -42,6 +42,7 @@ struct StepFacts {
   bool found_ahead = false;            // kGroup: the group formed while we still computed
   std::string group_id;                // kGroup: the group's id in hex, the same on every member
   double averaged_fraction = 1;        // kGroup: the share of the vector that was averaged (the rest is ours)
+  size_t buckets = 0;                  // kGroup: the cross-bucket stage brought every one of these buckets' averages
   double averaging_seconds = 0;        // kGroup: how long the all-reduce took (for the step line)
   double averaging_deadline = 0;       // kGroup: the deadline it had
   double round_seconds = 0;            // the whole round after our batch: the wait for the group, then the all-reduce
@@ -58,7 +59,8 @@ StepOutcome classify_step(const StepFacts& facts);
 bool applies(StepOutcome outcome);
 
 // Whether the step averaged with the swarm: the whole vector came back averaged from a group of more than
-// half the run's trainers (group members that are aux peers count too: they are not told apart here). A
+// half the run's trainers (group members that are aux peers count too: they are not told apart here), or
+// from a group of one bucket whose cross-bucket stage brought every bucket's average in full. A
 // group of a few, formed while the rest of the swarm formed another, averages in full yet leaves its members
 // with parameters the majority does not have (collab/divergence.hpp must not take that for arithmetic that
 // differs).

@@ -119,7 +119,7 @@ struct StateTensors {
 struct DelayedStep {
   collab::StepFacts facts;
   Trainer::StepInputs inputs;
-  std::future<Result<avg::StepOutcome>> round;
+  std::future<GradientRound> round;
 };
 
 struct Trainer::Parts {
@@ -149,7 +149,7 @@ struct Trainer::Parts {
   struct ZeroWeightRound {
     std::uint64_t epoch = 0;    // its average steps the state of this epoch to the next
     std::vector<float> vector;  // our zeros, then the group's average
-    std::future<Result<avg::StepOutcome>> outcome;
+    std::future<GradientRound> outcome;
   };
   std::optional<ZeroWeightRound> zero_round;
   // The epoch whose state we loaded after the swarm's batch for it was complete (Trainer::sit_out_late_round).
@@ -430,10 +430,10 @@ void Trainer::average_gradients(collab::StepFacts& facts) {
   auto& p = *parts_;
   p.ema.pause();
   const double began = now_seconds();
-  auto outcome = run_gradient_round(static_cast<double>(p.gradients.samples()));
+  auto round = run_gradient_round(static_cast<double>(p.gradients.samples()));
   facts.round_seconds = now_seconds() - began;
-  if (!outcome) write_update(/*again=*/true);  // a failed round may have left the buffer half-averaged
-  record_gradient_round(outcome, facts);
+  if (!round.group) write_update(/*again=*/true);  // a failed round may have left the buffer half-averaged
+  record_gradient_round(round, facts);
 }
 
 void Trainer::seed_round_deadline() {
@@ -443,6 +443,40 @@ void Trainer::seed_round_deadline() {
 }
 
 namespace {
+
+// The cross-bucket stage of a split round (collab/group_buckets.hpp), after `round`'s group averaged our
+// bucket's gradients in `vector`: met in our slot with the other buckets' averages, they become the swarm's.
+// Callable from a background round's thread (it touches only the averager, which is that thread's then).
+void across_buckets(GradientRound& round, avg::Averager& averager, const avg::VectorSchema& schema,
+                    std::span<float> vector, const collab::GroupBucket& bucket, std::uint64_t epoch, Logger* log) {
+  if (!round.group || round.group->group_size == 0 || bucket.slot_round.empty()) return;
+  // Our bucket's average goes in at the bucket's weight (its samples, as the reducers told it) where the
+  // split made us its carrier in the slot, and only when the bucket's round averaged all of it: otherwise
+  // we take part at weight 0, and receive the slot's average of the other buckets.
+  const auto& reduced = round.group->all_reduce;
+  const bool carry = bucket.slot_weighted && reduced.averaged_fraction >= 1 && reduced.weight > 0;
+  auto outcome = averager.step(schema, vector, carry ? reduced.weight : 0.0, bucket.slot_expected, bucket.slot_round,
+                               wire::PartAnswer::kAverage, bucket.index);
+  Logger::Line line(log, LogLevel::kDebug, kLog);
+  line << "epoch " << epoch << ": across buckets in " << bucket.slot_round << " ("
+       << (carry ? "carrying our bucket's average" : "at weight 0") << "): ";
+  if (!outcome) {
+    line << "failed: " << outcome.status().to_string();
+    return;
+  }
+  if (outcome->group_size == 0) {
+    line << "no group (" << outcome->why_alone << "): our bucket's average only";
+    return;
+  }
+  round.across_bytes_sent = outcome->all_reduce.bytes_sent;
+  line << "a group of " << outcome->group_size << " of the " << bucket.slot_expected << " expected, "
+       << 100 * outcome->all_reduce.averaged_fraction << "% averaged";
+  // Every bucket's average is in the slot's when every member the split put there came (each bucket's
+  // carrier among them) and the whole vector came back averaged.
+  if (outcome->group_size >= bucket.slot_expected && outcome->all_reduce.averaged_fraction >= 1) {
+    round.buckets = bucket.buckets;
+  }
+}
 
 // The waits learned so far (collab/averaging_timeouts.hpp), for the averager's next search and round.
 void apply_learned_waits(const std::optional<collab::AveragingTimeouts>& waits, avg::Averager& averager) {
@@ -509,7 +543,7 @@ size_t Trainer::bucket_expected(const collab::GroupBucket& bucket) {
   return bucket.buckets > 1 ? bucket.expected : expected_trainers();
 }
 
-Result<avg::StepOutcome> Trainer::run_gradient_round(double weight) {
+GradientRound Trainer::run_gradient_round(double weight) {
   auto& p = *parts_;
   auto& averager = p.swarm.averager();
   // The trainers of our bucket, or every trainer we know of in a swarm that fits one group, less those a
@@ -530,11 +564,16 @@ Result<avg::StepOutcome> Trainer::run_gradient_round(double weight) {
       !collab::round_over_without_us(p.swarm.tracker().others_records(), epoch_)) {
     outcome = average();
   }
-  return outcome;
+  GradientRound round{std::move(outcome)};
+  if (!stopping()) across_buckets(round, averager, p.gradients.schema(), p.gradients.values(), bucket, epoch_, options_.log);
+  return round;
 }
 
-void Trainer::record_gradient_round(const Result<avg::StepOutcome>& outcome, collab::StepFacts& facts) {
+void Trainer::record_gradient_round(const GradientRound& round, collab::StepFacts& facts) {
   auto& p = *parts_;
+  const Result<avg::StepOutcome>& outcome = round.group;
+  facts.buckets = round.buckets;
+  p.bytes_sent += round.across_bytes_sent;
   if (!outcome) {
     facts.averaging = collab::StepAveraging::kFailed;
     facts.why_not_averaged = outcome.status().to_string();
@@ -677,10 +716,10 @@ void Trainer::start_delayed_step(const collab::StepFacts& facts, StepInputs inpu
 void Trainer::finish_delayed_step(TrainerReport& report) {
   auto& p = *parts_;
   auto delayed = std::move(p.delayed);
-  auto outcome = delayed->round.get();  // bounded: matchmaking_time plus the round's deadline
+  auto round = delayed->round.get();  // bounded: matchmaking_time plus the rounds' deadlines
   // A failed round leaves the vector as it was (the errors come before any part is sent) or ends in a stop:
   // there is no accumulated mean to restore here, the next batch's gradients accumulate meanwhile.
-  record_gradient_round(outcome, delayed->facts);
+  record_gradient_round(round, delayed->facts);
   if (averaging_cut_short(delayed->facts)) {
     Logger::Line(options_.log, LogLevel::kInfo, kLog) << "stopped while averaging: epoch " << epoch_ + 1 << " not taken";
     return;
@@ -727,6 +766,7 @@ void Trainer::conclude_step(TrainerReport& report, const collab::StepFacts& fact
       event.averaging_seconds = facts.averaging_seconds;
       event.averaging_deadline = facts.averaging_deadline;
       event.round_seconds = facts.round_seconds;
+      event.buckets = facts.buckets;
     }
     event.bytes_sent = p.bytes_sent;
     if (p.outer && apply) event.inner_steps = p.inner_steps_per_outer;
@@ -1177,8 +1217,10 @@ bool Trainer::start_zero_weight_round(std::uint64_t epoch) {
   // The averager is the background round's alone until finish_zero_weight_round: the download in between
   // uses only its client, which any thread may call.
   round.outcome = std::async(std::launch::async, [&averager, schema = p.gradients.schema(), values = std::span<float>(round.vector),
-                                                  expected = bucket_expected(bucket), key = bucket.round] {
-    return averager.step(schema, values, 0.0, expected, key);
+                                                  expected = bucket_expected(bucket), bucket, epoch, log = options_.log] {
+    GradientRound taken{averager.step(schema, values, 0.0, expected, bucket.round)};
+    across_buckets(taken, averager, schema, values, bucket, epoch, log);
+    return taken;
   });
   Logger::Line(options_.log, LogLevel::kInfo, kLog)
       << "epoch " << epoch << ": taking part in its round at weight 0 while we download (our last download took "
@@ -1190,10 +1232,11 @@ void Trainer::finish_zero_weight_round(TrainerReport& report) {
   auto& p = *parts_;
   auto round = std::move(*p.zero_round);
   p.zero_round.reset();
-  auto outcome = round.outcome.get();  // bounded: matchmaking_time plus the round's deadline
+  auto taken = round.outcome.get();  // bounded: matchmaking_time plus the rounds' deadlines
+  const Result<avg::StepOutcome>& outcome = taken.group;
   collab::StepFacts facts;
   facts.other_trainers = p.swarm.others();
-  record_gradient_round(outcome, facts);
+  record_gradient_round(taken, facts);
   // Only from the state that round averaged for, and only where every part holds the average of weighted
   // contributions, as every other member's does: not where a part came back unaveraged, nor where a reducer
   // (ours among them) dropped a sender and may have weighed nothing (aux peers alone, or the only sender

@@ -80,6 +80,9 @@ struct TrainerEvent {
   double averaging_deadline = 0;
   // kAveraged: the round's whole time after this peer's batch ended: the wait for the group, then the all-reduce.
   double round_seconds = 0;
+  // kAveraged: in a split round, the buckets whose averages the cross-bucket stage brought in full (every
+  // bucket: the swarm's average); 0 when the step took its group's average only.
+  size_t buckets = 0;
   // kLoadedState: a resync (our parameters had left the majority's: collab/divergence.hpp) rather than a
   // catch-up with a swarm that was ahead.
   bool resync = false;
@@ -150,6 +153,14 @@ struct TrainerReport {
   std::uint64_t samples_computed = 0; // samples of every micro-batch this peer computed
 };
 
+// A gradient round's outcome: its group's all-reduce (our bucket's, in a split round), then what the
+// cross-bucket stage of a split round did (collab/group_buckets.hpp).
+struct GradientRound {
+  Result<avg::StepOutcome> group;
+  size_t buckets = 0;                   // the stage brought every one of this many buckets' averages; 0: it did not
+  std::uint64_t across_bytes_sent = 0;  // the stage's payload bytes sent
+};
+
 class Trainer {
  public:
   // `node` must be started and joined; everything must outlive the trainer.
@@ -202,9 +213,10 @@ class Trainer {
   // (collab/step_outcome.hpp), applied unless skipped, then published (progress, state, records).
   void step(TrainerReport& report);
   void average_gradients(collab::StepFacts& facts);
-  // The gradient round itself (matchmaking and the all-reduce of the buffer's vector), callable from the
-  // delayed step's thread; record_gradient_round then puts its outcome into `facts` and the tallies.
-  Result<avg::StepOutcome> run_gradient_round(double weight);
+  // The gradient round itself (matchmaking and the all-reduce of the buffer's vector, then in a split round
+  // the cross-bucket stage), callable from the delayed step's thread; record_gradient_round then puts its
+  // outcome into `facts` and the tallies.
+  GradientRound run_gradient_round(double weight);
   // The trainers a gradient round expects, us included: the progress records read, less those known gone.
   size_t expected_trainers();
   // Adaptive deadlines: until our own rounds decide, start from the figures other peers publish.
@@ -215,7 +227,7 @@ class Trainer {
   void apply_waits();
   // collab::link_floor for a round of our gradients among the trainers we read.
   Duration link_floor();
-  void record_gradient_round(const Result<avg::StepOutcome>& outcome, collab::StepFacts& facts);
+  void record_gradient_round(const GradientRound& round, collab::StepFacts& facts);
   // Classifies, applies and publishes a step whose averaging is over. `next_batch_started`: a delayed step,
   // whose batch's accumulators were emptied for the next batch when its round started.
   void conclude_step(TrainerReport& report, const collab::StepFacts& facts, const StepInputs& inputs,

@@ -167,12 +167,14 @@ Status read_answer(std::uint64_t wire_value, PartAnswer& answer, std::string_vie
 void AvgPart::encode(MapWriter& out) const {
   out.put_binary("gid", group_id).put("idx", part).put("w", weight).put("codec", codec);
   if (answer != PartAnswer::kDelta) out.put("ans", static_cast<std::uint64_t>(answer));
+  if (order != kNoOrder) out.put("o", order);
 }
 
 Result<AvgPart> AvgPart::decode(MapReader in) {
   AvgPart m;
   std::uint64_t answer = 0;
   in.get("gid", m.group_id).get("idx", m.part).get("w", m.weight).get("codec", m.codec).get_optional("ans", answer);
+  in.get_optional("o", m.order);
   DEDLOC_RETURN_IF_ERROR(in.status());
   DEDLOC_RETURN_IF_ERROR(read_answer(answer, m.answer, kName));
   DEDLOC_RETURN_IF_ERROR(check_group_id(m.group_id, kName));
@@ -183,14 +185,17 @@ Result<AvgPart> AvgPart::decode(MapReader in) {
 void AvgPartDelta::encode(MapWriter& out) const {
   out.put("idx", part).put("codec", codec).put("n", senders);
   if (answer != PartAnswer::kDelta) out.put("ans", static_cast<std::uint64_t>(answer));
+  if (weight > 0) out.put("w", weight);
 }
 
 Result<AvgPartDelta> AvgPartDelta::decode(MapReader in) {
   AvgPartDelta m;
   std::uint64_t answer = 0;
   in.get("idx", m.part).get("codec", m.codec).get_optional("n", m.senders).get_optional("ans", answer);
+  in.get_optional("w", m.weight);
   DEDLOC_RETURN_IF_ERROR(in.status());
   DEDLOC_RETURN_IF_ERROR(read_answer(answer, m.answer, kName));
+  if (!std::isfinite(m.weight) || m.weight < 0) return malformed(kName, "weight must be a finite number >= 0");
   return m;
 }
 

@@ -116,6 +116,10 @@ struct AvgPart {
   double weight = 0;         // the sender's weight (samples accumulated); the same in all its parts
   std::uint64_t codec = 0;   // avg::Codec of the payload frame
   PartAnswer answer = PartAnswer::kDelta;  // "ans", left out when kDelta (older peers send none)
+  // "o", left out when kNoOrder: where the sender's contribution goes in a round summed in a fixed order
+  // (avg::AllReduceOptions::order_key), so that groups holding the same contributions sum them alike.
+  std::uint64_t order = kNoOrder;
+  static constexpr std::uint64_t kNoOrder = ~std::uint64_t{0};
 
   void encode(MapWriter& out) const;
   static Result<AvgPart> decode(MapReader in);
@@ -130,6 +134,9 @@ struct AvgPartDelta {
   // What the payload is. kDelta also answers a part that asked for the average when nothing was weighed
   // (a zero delta: every sender keeps its values).
   PartAnswer answer = PartAnswer::kDelta;
+  // "w": the total weight of the contributions averaged into this part (0 from older peers, which send
+  // none): a member learns its group's weight from it (avg::AllReduceResult::weight).
+  double weight = 0;
 
   void encode(MapWriter& out) const;
   static Result<AvgPartDelta> decode(MapReader in);

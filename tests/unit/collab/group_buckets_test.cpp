@@ -233,3 +233,64 @@ TEST_CASE("Group buckets: the round after they joined counts the newcomers, ever
   }
   for (const auto& b : chosen) CHECK(b.expected == members[b.round]);
 }
+
+TEST_CASE("Group buckets: every slot of the cross-bucket stage holds one weighted member of every bucket and a leader",
+          "[unit][collab]") {
+  // 56 trainers in groups of 16 (5 buckets), the lab's 14 in groups of 8 (2 buckets), and 10 of them with a
+  // single public peer per bucket (2 buckets of 5, 2 leaders for 5 slots: only 2 slots).
+  struct Shape {
+    size_t public_peers, clients, target;
+  };
+  for (const Shape shape : {Shape{16, 40, 16}, Shape{4, 10, 8}, Shape{2, 8, 8}, Shape{5, 12, 8}}) {
+    INFO(shape.public_peers << " public, " << shape.clients << " clients, groups of " << shape.target);
+    const auto all = swarm(shape.public_peers, shape.clients);
+    for (const char* round : {"grad.17", "grad.18", "grad.19"}) {
+      const auto chosen = choices(all, round, shape.target);
+      std::map<std::string, std::map<size_t, size_t>> weighted;  // slot -> bucket -> weighted members
+      std::map<std::string, size_t> members, leaders;
+      std::set<size_t> buckets;
+      for (size_t i = 0; i < all.size(); ++i) {
+        REQUIRE(chosen[i].buckets > 1);
+        REQUIRE_FALSE(chosen[i].slot_round.empty());
+        CHECK_THAT(chosen[i].slot_round, Catch::StartsWith(std::string(round) + ".x"));
+        buckets.insert(chosen[i].index);
+        ++members[chosen[i].slot_round];
+        if (!all[i].client_mode) ++leaders[chosen[i].slot_round];
+        if (chosen[i].slot_weighted) ++weighted[chosen[i].slot_round][chosen[i].index];
+      }
+      for (const auto& [slot, count] : members) {
+        INFO(slot);
+        CHECK(leaders[slot] >= 1);            // someone can lead the slot's group
+        CHECK(count <= shape.target);         // it fits in a group
+        CHECK(weighted[slot].size() == buckets.size());  // every bucket's average is in it ...
+        for (const auto& [b, n] : weighted[slot]) CHECK(n == 1);  // ... once
+      }
+      for (size_t i = 0; i < all.size(); ++i) CHECK(chosen[i].slot_expected == members[chosen[i].slot_round]);
+    }
+  }
+}
+
+TEST_CASE("Group buckets: no cross-bucket stage in one bucket, for an aux peer, or where a slot would outgrow a group",
+          "[unit][collab]") {
+  for (const auto& b : choices(swarm(4, 10), "grad.17", 16)) CHECK(b.slot_round.empty());  // one bucket
+  const auto all = swarm(4, 10);
+  std::vector<PeerProgress> others(all.begin(), all.end());
+  CHECK(choose_group_bucket("grad.17", 17, others, "aux", /*self_trainer=*/false, false, 8).slot_round.empty());
+  // 40 trainers in groups of 4: 13 buckets of about 3, so slots of 13 members or more, beyond a group.
+  for (const auto& b : choices(swarm(20, 20), "grad.17", 4)) {
+    CHECK(b.buckets > 4);
+    CHECK(b.slot_round.empty());
+  }
+}
+
+TEST_CASE("Group buckets: a newcomer takes a slot at weight 0, on top of its members", "[unit][collab]") {
+  auto all = swarm(4, 10);
+  all.back().joined_at = 17;  // it loaded epoch 17's state: left out of this round's split
+  const auto chosen = choices(all, "grad.17", 8);
+  std::map<std::string, size_t> counted;
+  for (size_t i = 0; i + 1 < all.size(); ++i) ++counted[chosen[i].slot_round];
+  const GroupBucket& newcomer = chosen.back();
+  REQUIRE_FALSE(newcomer.slot_round.empty());
+  CHECK_FALSE(newcomer.slot_weighted);
+  CHECK(newcomer.slot_expected == counted[newcomer.slot_round] + 1);
+}
