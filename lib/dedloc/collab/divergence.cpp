@@ -1,5 +1,6 @@
 #include "dedloc/collab/divergence.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace dedloc::collab {
@@ -12,11 +13,27 @@ DivergenceVerdict judge_divergence(const std::vector<PeerProgress>& others, cons
   for (const auto& record : others) {
     if (record.epoch == own.epoch && record.params_hash != 0) ++at_our_epoch[record.params_hash];
   }
-  for (const auto& [hash, count] : at_our_epoch) {
-    if (2 * count > verdict.peers) {
-      verdict.swarm_hash = hash;
-      verdict.agreeing = count;
+  // The live records whose hash at our epoch we do not know (not there yet, gone past it, none published):
+  // they could all side with any hash.
+  size_t known = 0;
+  for (const auto& [hash, count] : at_our_epoch) known += count;
+  const size_t unknown = verdict.peers - known;
+  // The leader (ties to the smaller hash), and the runner-up's count.
+  std::uint64_t leader = 0;
+  size_t lead = 0, runner_up = 0;
+  for (const auto& [hash, count] : at_our_epoch) {  // ascending hashes: a tie keeps the smaller
+    if (count > lead) {
+      runner_up = lead;
+      leader = hash;
+      lead = count;
+    } else {
+      runner_up = std::max(runner_up, count);
     }
+  }
+  const bool decided = lead >= 2 && (lead > runner_up + unknown || (unknown == 0 && lead == runner_up));
+  if (decided) {
+    verdict.swarm_hash = leader;
+    verdict.agreeing = lead;
   }
   verdict.diverged = own.params_hash != 0 && verdict.swarm_hash != 0 && verdict.swarm_hash != own.params_hash;
   verdict.agrees = own.params_hash != 0 && verdict.swarm_hash == own.params_hash;

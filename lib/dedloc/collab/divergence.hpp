@@ -7,13 +7,17 @@
 // whose step went otherwise (it stepped alone, a reducer failed mid-round, a bug) carries another, and
 // would go on training parameters nobody else has: it should download the swarm's state instead.
 //
-//   diverged  a strict majority of the run's live records (ours included, records without a hash
-//             counted against it) are at our epoch with one hash, and ours differs. A majority of all, not
-//             only of those at our epoch, so that the first peers to publish an epoch cannot outvote the
-//             rest before they report; with two peers nothing is ever decided (nobody is the majority).
+//   diverged  one hash leads among the run's live records at our epoch (ours included) by more than the
+//             records whose hash there we do not know (not at our epoch yet, past it, or publishing none)
+//             could make up, held by two records or more, and ours differs. A strict majority of all live
+//             records always leads so; the first peers to publish an epoch cannot outvote the rest before
+//             they report. Once every live record is at our epoch with a hash, the largest set wins, a tie
+//             going to the smaller hash: a swarm split into two or more sets (a round whose groups averaged
+//             apart) converges on one model instead of staying split for good. With two peers that differ nothing
+//             is ever decided (a lead needs two records).
 //
 // DivergenceWatch turns verdicts into actions. A resync is a download of a donor's state whose hash is the
-// majority's. If the first step after a resync was averaged in full, in a group of most of the swarm, and
+// leading one. If the first step after a resync was averaged in full, in a group of most of the swarm, and
 // we still differ, our hardware or libraries compute the optimizer step differently in the last bits (a GPU
 // among CPUs, another BLAS): resyncing every step would only cost downloads, so the watch gives up, and
 // says so once.
@@ -29,7 +33,7 @@ namespace dedloc::collab {
 
 struct DivergenceVerdict {
   bool diverged = false;
-  std::uint64_t swarm_hash = 0;  // the majority's hash, when there is one at our epoch
+  std::uint64_t swarm_hash = 0;  // the leading hash at our epoch, when one leads as above
   size_t agreeing = 0;           // records carrying swarm_hash
   size_t peers = 0;              // live records counted, ours included
   bool agrees = false;           // ours is swarm_hash (ours not computed yet: neither this nor diverged)

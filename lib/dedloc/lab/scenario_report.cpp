@@ -80,6 +80,7 @@ nlohmann::json build_report(const RunRecord& run) {
   std::string longest_gap_peer;
   std::map<size_t, std::pair<std::optional<TimePoint>, std::optional<TimePoint>>> join_progress;  // loaded, averaged
   std::map<size_t, std::vector<TimePoint>> averaged_at;  // per process: when it reported averaged steps
+  std::map<std::uint64_t, std::map<std::string, size_t>> hashes_at;  // per epoch: parameter hashes after the step
   for (const OutputLine& line : run.lines) {
     if (line.text.empty() || line.text[0] != '{') continue;
     const auto j = nlohmann::json::parse(line.text, nullptr, false);
@@ -134,6 +135,9 @@ nlohmann::json build_report(const RunRecord& run) {
     if (line.at < run.warm || line.at > run.end) continue;
     ++steps_reported;
     steps_averaged += event == "averaged";
+    if (event != "skipped" && j.contains("params_hash") && j["params_hash"].is_string()) {
+      ++hashes_at[epoch][j["params_hash"].get<std::string>()];
+    }
     if (event != "skipped") samples += j.value("samples", std::uint64_t{0});
     if (event == "averaged") samples_averaged += j.value("samples", std::uint64_t{0});
   }
@@ -242,6 +246,27 @@ nlohmann::json build_report(const RunRecord& run) {
                        {"averaged_after", averaged_after}});
   }
 
+  // One model: whether the trainers that reached an epoch by a step hold the same parameters there.
+  size_t epochs_hashed = 0, epochs_one_hash = 0, steps_hashed = 0, steps_on_majority = 0;
+  for (const auto& [epoch, hashes] : hashes_at) {
+    size_t all = 0, most = 0;
+    for (const auto& [hash, count] : hashes) {
+      all += count;
+      most = std::max(most, count);
+    }
+    if (all < 2) continue;
+    ++epochs_hashed;
+    epochs_one_hash += hashes.size() == 1;
+    steps_hashed += all;
+    steps_on_majority += most;
+  }
+  const nlohmann::json one_model = {
+      {"epochs", epochs_hashed},
+      {"epochs_one_hash", epochs_one_hash},
+      {"steps", steps_hashed},
+      {"steps_on_epoch_majority", steps_on_majority},
+      {"fraction_on_majority", steps_hashed ? static_cast<double>(steps_on_majority) / static_cast<double>(steps_hashed) : 0.0}};
+
   // Packets the links' queues dropped in the window (tail drop at an upload or a download: TCP's losses).
   std::uint64_t dropped_queue = 0;
   for (size_t h = 0; h < run.at_end.hosts.size(); ++h) {
@@ -278,6 +303,7 @@ nlohmann::json build_report(const RunRecord& run) {
       {"joiners", joiners},
       {"joiner_to_averaged_step_median_s", median(catch_up)},
       {"outages", outages},
+      {"one_model", one_model},
       {"emulator", {{"cpu_s", run.at_end.cpu_seconds - run.at_warmup.cpu_seconds},
                     {"mtu", s.mtu},
                     {"dropped_queue", dropped_queue},
@@ -336,6 +362,11 @@ std::string describe_report(const nlohmann::json& r) {
   if (!r["joiners"].empty()) {
     out << "  " << r["joiners"].size() << " joiners; median time to the first averaged step "
         << r["joiner_to_averaged_step_median_s"].get<double>() << " s\n";
+  }
+  if (const auto& m = r.value("one_model", nlohmann::json::object()); m.value("epochs", 0) > 0) {
+    out << "  one model: " << m["epochs_one_hash"] << " of " << m["epochs"] << " epochs with one parameter hash on every "
+        << "trainer that stepped there; " << 100 * m["fraction_on_majority"].get<double>()
+        << "% of the step reports on their epoch's most common hash\n";
   }
   for (const auto& o : r.value("outages", nlohmann::json::array())) {
     out << "  " << o["peer"].get<std::string>() << "'s link down " << o["down_for_s"].get<double>() << " s: ";

@@ -18,6 +18,9 @@
 //   longest_round_over_deadline  the longest all-reduce as a multiple of its deadline (> 1: a wait past it)
 //   longest_wait_s       the longest time between two step or download lines of one peer (one process life)
 //   state_downloads      downloads, donors used, the most one donor served, the median download time
+//   one_model            from the parameter hashes in the step lines: of the epochs two or more trainers
+//                        stepped to, those where all of them hold one hash, and the share of step reports
+//                        on their epoch's most common hash (the swarm trains one model, not several)
 //   waves                per group with join_at: the same for its joiners, and their median time to the
 //                        state and to an averaged step
 #pragma once

@@ -285,7 +285,7 @@ Result<nlohmann::json> run_scenario(const Scenario& s, const RunnerOptions& opti
     } else {
       argv = {tools + "/dedloc-train/dedloc-train", "--plaintext", "--json", "--identity", identity, "--recipe", s.recipe, "--initial-peers", *bootstrap,
               "--compute-rate", std::to_string(g.compute), "--data-seed", std::to_string(h), "--bandwidth", bandwidth,
-              "--threads", "1"};
+              "--threads", "1", "--params-hash"};  // the report's one_model
       if (client) argv.push_back("--client-mode");
       else argv.insert(argv.end(), {"--listen", endpoint(h, kTrainDhtPort), "--avg-listen", endpoint(h, kTrainAvgPort)});
     }

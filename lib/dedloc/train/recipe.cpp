@@ -63,6 +63,7 @@ Result<Recipe> Recipe::load(const std::string& path) {
   averaging.read("matchmaking_time", a.matchmaking_time);
   averaging.read("match_ahead", a.match_ahead);
   averaging.read("group_buckets", a.group_buckets);
+  averaging.read("across_buckets", a.across_buckets);
   averaging.read("averaging_timeout", a.averaging_timeout);
   averaging.read("adaptive_timeout", a.adaptive_timeout);
   averaging.read("sender_timeout", a.sender_timeout);

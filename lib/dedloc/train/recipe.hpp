@@ -50,6 +50,7 @@ struct AveragingRecipe {
   double matchmaking_time = std::chrono::duration<double>(avg::kDefaultMatchmakingTime).count();  // seconds
   bool match_ahead = true;         // look for the group while the last micro-batches compute (TrainerOptions)
   bool group_buckets = true;       // split a swarm larger than a group into buckets, anew each round (TrainerOptions)
+  bool across_buckets = true;      // ... then average the buckets' averages across them (TrainerOptions)
   double averaging_timeout = 60;   // seconds, one all-reduce
   // Each round's all-reduce deadline from the rounds observed (collab/deadline_estimator.hpp), with
   // averaging_timeout as its ceiling and 1 s as its floor, and matchmaking's time and quorum grace and the

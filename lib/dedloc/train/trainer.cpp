@@ -565,7 +565,9 @@ GradientRound Trainer::run_gradient_round(double weight) {
     outcome = average();
   }
   GradientRound round{std::move(outcome)};
-  if (!stopping()) across_buckets(round, averager, p.gradients.schema(), p.gradients.values(), bucket, epoch_, options_.log);
+  if (options_.across_buckets && !stopping()) {
+    across_buckets(round, averager, p.gradients.schema(), p.gradients.values(), bucket, epoch_, options_.log);
+  }
   return round;
 }
 
@@ -1217,9 +1219,10 @@ bool Trainer::start_zero_weight_round(std::uint64_t epoch) {
   // The averager is the background round's alone until finish_zero_weight_round: the download in between
   // uses only its client, which any thread may call.
   round.outcome = std::async(std::launch::async, [&averager, schema = p.gradients.schema(), values = std::span<float>(round.vector),
-                                                  expected = bucket_expected(bucket), bucket, epoch, log = options_.log] {
+                                                  expected = bucket_expected(bucket), bucket, epoch, log = options_.log,
+                                                  across = options_.across_buckets] {
     GradientRound taken{averager.step(schema, values, 0.0, expected, bucket.round)};
-    across_buckets(taken, averager, schema, values, bucket, epoch, log);
+    if (across) across_buckets(taken, averager, schema, values, bucket, epoch, log);
     return taken;
   });
   Logger::Line(options_.log, LogLevel::kInfo, kLog)

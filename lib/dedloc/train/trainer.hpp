@@ -117,6 +117,10 @@ struct TrainerOptions {
   // Once the swarm outgrows averaging.target_group_size, each round splits it into buckets that average
   // apart, a new split every round (collab/group_buckets.hpp); false: one key, groups in arrival order.
   bool group_buckets = true;
+  // After a split round's buckets averaged, the cross-bucket stage brings every trainer the swarm's average
+  // (collab/group_buckets.hpp); false: each bucket steps on its own average, and the buckets' parameters
+  // part (a second all-reduce a round saved; only periodic parameter averaging brings them together).
+  bool across_buckets = true;
   // Each round's all-reduce deadline learned from the rounds before (collab/deadline_estimator.hpp), at most
   // averaging.averaging_timeout, and likewise matchmaking's time and quorum grace and the all-reduce's
   // sender, reducer and liveness timeouts (collab/averaging_timeouts.hpp), the averaging options' values

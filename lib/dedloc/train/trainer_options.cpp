@@ -31,6 +31,7 @@ Result<TrainerOptions> trainer_options(const Recipe& recipe, const TrainerOverri
   a.all_reduce.centered_clip = r.centered_clip;
   options.match_ahead = r.match_ahead;
   options.group_buckets = r.group_buckets;
+  options.across_buckets = r.across_buckets;
   options.adaptive_averaging_timeout = r.adaptive_timeout;
   options.relaying.relays = o.relays;
   options.max_time_seconds = o.max_time_seconds;

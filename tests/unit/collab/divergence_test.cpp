@@ -45,8 +45,8 @@ TEST_CASE("Divergence: nothing is decided without a majority of all live peers",
   const auto early = judge_divergence({record(5, 0xA), record(5, 0xA), record(4, 0xC), record(4, 0xC)}, record(5, 0xB));
   CHECK_FALSE(early.diverged);
   CHECK(early.swarm_hash == 0);
-  // A split swarm (each group averaged apart) has no majority.
-  CHECK_FALSE(judge_divergence({record(5, 0xA), record(5, 0xC), record(5, 0xC)}, record(5, 0xA)).diverged);
+  // A split swarm with a peer still at epoch 4: no set leads by more than that peer could make up.
+  CHECK_FALSE(judge_divergence({record(5, 0xA), record(5, 0xC), record(5, 0xC), record(4, 0xC)}, record(5, 0xA)).diverged);
   // Records without a hash (older peers) count among the live, never for a side.
   CHECK_FALSE(judge_divergence({record(5, 0xA), record(5, 0xA), record(5, 0), record(5, 0)}, record(5, 0xB)).diverged);
   // Without a hash of our own (not computed yet) there is nothing to compare: neither apart nor agreeing.
@@ -57,6 +57,27 @@ TEST_CASE("Divergence: nothing is decided without a majority of all live peers",
   CHECK(judge_divergence({record(5, 0xA), record(5, 0xA)}, record(5, 0xA)).agrees);
   // Peers at other epochs do not count for a side, however many.
   CHECK_FALSE(judge_divergence({record(6, 0xA), record(6, 0xA), record(6, 0xA)}, record(5, 0xB)).diverged);
+}
+
+TEST_CASE("Divergence: once every live peer reported our epoch, a swarm split into sets follows the largest",
+          "[unit][collab]") {
+  // Three sets (groups of a round that averaged apart), ours among them: 3, 2 and 2. The two smaller resync
+  // to the largest.
+  const std::vector<PeerProgress> split{record(5, 0xA), record(5, 0xA), record(5, 0xA), record(5, 0xB), record(5, 0xC),
+                                        record(5, 0xC)};
+  const auto smaller = judge_divergence(split, record(5, 0xB));
+  CHECK(smaller.diverged);
+  CHECK(smaller.swarm_hash == 0xA);
+  CHECK(smaller.agreeing == 3);
+  CHECK_FALSE(judge_divergence(split, record(5, 0xA)).diverged);
+  // Two sets of the same size: every peer takes the smaller hash, so both sides agree which one stays.
+  const std::vector<PeerProgress> halves{record(5, 0xA), record(5, 0xC), record(5, 0xC)};
+  CHECK_FALSE(judge_divergence(halves, record(5, 0xA)).diverged);
+  const auto other_half = judge_divergence({record(5, 0xA), record(5, 0xA), record(5, 0xC)}, record(5, 0xC));
+  CHECK(other_half.diverged);
+  CHECK(other_half.swarm_hash == 0xA);
+  // Sets of one decide nothing: every peer differs from every other (no two stepped alike).
+  CHECK_FALSE(judge_divergence({record(5, 0xA), record(5, 0xC)}, record(5, 0xB)).diverged);
 }
 
 TEST_CASE("Divergence watch: resync, then give up when a step averaged in full leaves us apart again",
