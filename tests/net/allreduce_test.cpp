@@ -412,6 +412,66 @@ TEST_CASE("All-reduce: rounds summed in a fixed order end bit-identical across g
   }
 }
 
+TEST_CASE("All-reduce: in a group derived for a broadcast, every member ends with the broadcaster's values exactly",
+          "[net][avg]") {
+  // The cross-bucket stage's hand-on (avg::Averager::broadcast): the group of a round just averaged, less
+  // its aux member, derived the same on every member; only the carrier weighs, and the round is summed in
+  // a fixed order, so its values come through as they are (no rounding, no zero losing its sign), whatever
+  // the others held. The receivers start first and wait for the carrier, still averaging elsewhere.
+  zmq::context_t context;
+  std::vector<std::unique_ptr<Peer>> peers;
+  for (size_t i = 0; i < 4; ++i) peers.push_back(std::make_unique<Peer>(context, &quiet()));
+  Setup setup{{AvgRole::kNode, AvgRole::kClient, AvgRole::kAux, AvgRole::kNode}, {}, {3000, 0, 5000, 2001}, 1000};
+  const Group round = make_group(peers, setup);
+  auto derived = round.derived("across");
+  REQUIRE(derived.is_ok());
+  const auto again = round.derived("across");
+  REQUIRE(again.is_ok());
+  CHECK(derived->id() == again->id());  // every member derives the same group ...
+  CHECK(derived->id() != round.id());   // ... a round of its own
+  CHECK(derived->size() == 3);          // the aux member is not in it
+  CHECK(derived->parts_of(1).empty());  // the client still reduces nothing; the two nodes split the vector
+  CHECK(derived->begin().counts[0] + derived->begin().counts[2] == round.length());
+  const size_t length = static_cast<size_t>(round.length());
+  auto vectors = random_vectors(3, length, 41);
+  for (size_t k = 0; k < length; k += 7) vectors[2][k] = -0.0f;  // the carrier's (member 2 of the derived group)
+  const auto carried = vectors[2];
+  for (Codec codec : {Codec::kNone, Codec::kFloat16}) {
+    INFO("codec " << codec_name(codec));
+    auto values = vectors;
+    if (codec == Codec::kFloat16) {  // the carrier's values as an fp16 round left them
+      std::vector<std::uint8_t> bytes(encoded_bytes(codec, length));
+      encode(codec, values[2], bytes);
+      REQUIRE(decode(codec, bytes, values[2]).is_ok());
+    }
+    const auto expected = values[2];
+    auto group = codec == Codec::kNone ? *derived : *round.derived("across." + std::string(codec_name(codec)));
+    std::vector<std::future<Result<AllReduceResult>>> futures;
+    const std::vector<size_t> member_of{0, 1, 3};  // derived member -> peer
+    for (size_t i = 0; i < 3; ++i) {
+      const bool carrier = i == 2;
+      if (carrier) std::this_thread::sleep_for(300ms);
+      futures.push_back(std::async(std::launch::async, [&, i, carrier] {
+        AllReduceOptions options{.codec = codec, .order_key = 0};
+        if (!carrier) {
+          options.senders_start_within = 10s;
+          options.reducer_timeout = 10s;
+        }
+        return peers[member_of[i]]->all_reduce->run(group, values[i], carrier ? 3.0 : 0.0, options, Deadline::after(20s));
+      }));
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      auto result = futures[i].get();
+      INFO("member " << i);
+      REQUIRE(result.is_ok());
+      CHECK(result->averaged_fraction == 1.0);
+      CHECK(result->weight == 3.0);  // what the carrier told them
+      CHECK(std::memcmp(values[i].data(), expected.data(), length * sizeof(float)) == 0);
+    }
+  }
+  CHECK(std::signbit(carried[0]));
+}
+
 TEST_CASE("All-reduce: parts for a round expected here are held until it starts, not refused and retried",
           "[net][avg]") {
   zmq::context_t context;

@@ -134,6 +134,7 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
   }
   // Nothing prepared, or the search ahead found nobody: the others may be stepping now, look again.
   if (!outcome.found_ahead) group = matchmaker_->find_group(schema.hash, schema.length, expected_peers, options_.run_id + "_" + what);
+  last_group_.reset();
   if (!*group) {
     if (group->status().code() != Code::kTimeout) return group->status();
     outcome.why_alone = group->status().message();
@@ -161,7 +162,36 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
         options_.role == AvgRole::kAux ? configured_averaging_timeout_ : options_.averaging_timeout;
   }
   AllReduceRunning running(*this);
+  last_group_ = **group;
   auto result = all_reduce_->run(**group, vector, weight, all_reduce, deadline);
+  if (!result) return result.status();
+  outcome.all_reduce = std::move(*result);
+  outcome.all_reduce_time = std::chrono::steady_clock::now() - began - outcome.all_reduce.waited_for_senders;
+  outcome.all_reduce_timed_out = outcome.all_reduce_time >= deadline.at - began;
+  return outcome;
+}
+
+Result<StepOutcome> Averager::broadcast(const Group& group, std::span<float> vector, double weight) {
+  StepOutcome outcome;
+  outcome.group_size = group.size();
+  outcome.group_id = group.id();
+  for (const auto& member : group.members()) outcome.members.push_back(member.id);
+  outcome.senders = group.senders().size();
+  AllReduceOptions all_reduce = options_.all_reduce;
+  all_reduce.answer = wire::PartAnswer::kAverage;
+  all_reduce.order_key = 0;  // summed in a fixed order: one weighted contribution, taken as it is
+  Duration round = options_.averaging_timeout;
+  if (!(weight > 0)) {
+    // The broadcaster may still be averaging elsewhere: our reducer's clocks start at its first part, and
+    // our parts wait for their answers, as long as a round may take at most.
+    all_reduce.senders_start_within = configured_averaging_timeout_;
+    all_reduce.reducer_timeout = std::max(all_reduce.reducer_timeout, configured_averaging_timeout_);
+    round = configured_averaging_timeout_;
+  }
+  const auto began = std::chrono::steady_clock::now();
+  const Deadline deadline = Deadline::after(round);
+  AllReduceRunning running(*this);
+  auto result = all_reduce_->run(group, vector, weight, all_reduce, deadline);
   if (!result) return result.status();
   outcome.all_reduce = std::move(*result);
   outcome.all_reduce_time = std::chrono::steady_clock::now() - began - outcome.all_reduce.waited_for_senders;

@@ -96,6 +96,22 @@ class Averager {
                            std::optional<wire::PartAnswer> answer = std::nullopt,
                            std::optional<std::uint64_t> order_key = std::nullopt);
 
+  // The group the last step() averaged in; nullopt when it formed none (or before the first). For another
+  // round among its members without matchmaking: Group::derived, then broadcast().
+  const std::optional<Group>& last_group() const { return last_group_; }
+  // Holds the parts members of `group` send before we run its round (AllReduce::expect): for a member
+  // that has something else to do first (the broadcaster of a derived group, averaging elsewhere).
+  void expect(const Group& group) { all_reduce_->expect(group); }
+  // One member of `group` (every member runs it, no matchmaking) hands its vector to the others: they end
+  // with exactly its values (an all-reduce in which only it weighs, its values taken as they are, and
+  // nothing else summed). The broadcaster passes `weight` > 0, which every member's outcome then carries
+  // (AllReduceResult::weight: a figure it tells them); a receiver passes 0, and waits for the
+  // broadcaster's first part as long as the configured averaging_timeout (it may still be averaging
+  // elsewhere; liveness pings end the wait if it is gone). A part that fails leaves a receiver's values
+  // there as they were.
+  Result<StepOutcome> broadcast(const Group& group, std::span<float> vector, double weight);
+  const crypto::PeerId& id() const { return self_; }
+
   // Matchmaking ahead of time (docs/architecture.md): starts looking for a group for the `what` round in the
   // background and returns at once, so that the caller keeps computing while the group forms; step() for
   // the same `what` then averages in the group found (or, if none formed, looks again as usual). Members
@@ -155,6 +171,7 @@ class Averager {
   std::unique_ptr<net::Client> client_;
   std::unique_ptr<AllReduce> all_reduce_;
   std::unique_ptr<Matchmaker> matchmaker_;
+  std::optional<Group> last_group_;  // the group of the last step(), if it formed one
 
   struct Prepared {
     std::string what;

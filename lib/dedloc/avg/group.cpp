@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "dedloc/crypto/hash.hpp"
+
 namespace dedloc::avg {
 
 std::uint64_t grid_part_elements(const std::vector<std::uint64_t>& counts, std::uint64_t configured) {
@@ -53,6 +55,34 @@ Result<Group> Group::from_begin(wire::AvgBegin begin) {
   if (group.senders_.empty()) return bad("nobody in the group sends");
   group.begin_ = std::move(begin);
   return group;
+}
+
+Result<Group> Group::derived(std::string_view salt) const {
+  wire::AvgBegin next;
+  crypto::Hasher hasher;
+  hasher.update(begin_.group_id);
+  hasher.update({reinterpret_cast<const std::uint8_t*>(salt.data()), salt.size()});
+  const auto digest = hasher.finish();
+  next.group_id.assign(digest.begin(), digest.begin() + wire::kGroupIdBytes);
+  next.length = begin_.length;
+  next.part_elements = begin_.part_elements;
+  size_t reducers = 0;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    if (members_[i].role == AvgRole::kAux) continue;
+    next.ids.push_back(members_[i].id);
+    next.endpoints.push_back(members_[i].endpoint);
+    next.roles.push_back(members_[i].role);
+    next.counts.push_back(0);
+    reducers += members_[i].reduces() ? 1 : 0;
+  }
+  if (reducers == 0) return error(Code::kUnavailable, "no member of the group but aux peers can reduce");
+  const std::uint64_t share = next.length / reducers, rest = next.length % reducers;
+  size_t k = 0;
+  for (size_t i = 0; i < next.ids.size(); ++i) {
+    if (next.roles[i] == AvgRole::kClient) continue;
+    next.counts[i] = share + (k++ < rest ? 1 : 0);
+  }
+  return from_begin(std::move(next));
 }
 
 std::optional<size_t> Group::index_of(const crypto::PeerId& id) const {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dedloc/core/status.hpp"
@@ -65,6 +66,11 @@ class Group {
   const Member& member(size_t i) const { return members_.at(i); }
   const std::vector<Member>& members() const { return members_; }
   std::optional<size_t> index_of(const crypto::PeerId& id) const;
+  // This group's trainers (its members but aux peers, which take part only in the rounds they look for)
+  // for another round without matchmaking: its id is BLAKE2b(our id, salt) cut to kGroupIdBytes, and the
+  // vector is split evenly among the members that reduce, in our order, so every member derives the same
+  // group. Errors: no member that reduces is left.
+  Result<Group> derived(std::string_view salt) const;
 
   std::uint64_t length() const { return begin_.length; }
   const std::vector<Part>& parts() const { return parts_; }

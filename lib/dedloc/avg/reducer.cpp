@@ -98,7 +98,7 @@ void ReducerRound::on_part(size_t sender, const wire::AvgPart& part, zmq::messag
   if (state.delivered[slot]) {
     return replier.fail(error(Code::kInvalidArgument, "part " + std::to_string(part.part) + " sent twice"));
   }
-  if (!first_part_at_) {
+  if (!first_part_at_ && part.weight > 0) {
     first_part_at_ = now;
     // The senders have begun: from here on each one's silence counts.
     if (silence_from_first_part_) std::fill(last_heard_.begin(), last_heard_.end(), now);
@@ -198,7 +198,7 @@ void ReducerRound::clip_average(const PartState& state, std::span<float> avg) {
   centered_clip(clip_points_, dim, clip_weights_, *centered_clip_, avg, clip_scratch_);
 }
 
-void ReducerRound::ordered_sum(const PartState& state, const Part& grid, std::span<float> sum) {
+bool ReducerRound::ordered_sum(const PartState& state, const Part& grid, std::span<float> sum) {
   struct Term {
     std::uint64_t order;
     double weight;
@@ -208,6 +208,15 @@ void ReducerRound::ordered_sum(const PartState& state, const Part& grid, std::sp
   if (own_values_ && my_weight_ > 0) terms.push_back({*own_order_, my_weight_, nullptr});
   for (const auto& pending : state.pending) {
     if (pending.weight > 0) terms.push_back({pending.order, pending.weight, &pending});
+  }
+  if (terms.size() == 1) {
+    // One contribution with weight: its values are the average, exactly (a broadcast), with none of the
+    // rounding, or the sign of a zero, that a sum and a division would bring.
+    if (!terms.front().pending) return false;  // ours, in place in `sum` already
+    const Pending& only = *terms.front().pending;
+    // on_part checked the frame's size and values, so decoding cannot fail here
+    if (!decode(only.codec, bytes_of(only.payload), sum).is_ok()) std::fill(sum.begin(), sum.end(), 0.0f);
+    return false;
   }
   // Equal keys hold equal values where the keys mean anything (one bucket's average), so their order
   // among themselves does not change the sum.
@@ -232,6 +241,7 @@ void ReducerRound::ordered_sum(const PartState& state, const Part& grid, std::sp
       float_ops::add_scaled(sum, w, reinterpret_cast<const std::uint8_t*>(decoded.data()));
     }
   }
+  return true;
 }
 
 void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
@@ -244,8 +254,7 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
     clip_average(state, avg);
   } else if (own_order_) {
     if (weighed) {
-      ordered_sum(state, grid, avg);
-      sum_to_scale = true;
+      sum_to_scale = ordered_sum(state, grid, avg);
     } else {
       std::fill(avg.begin(), avg.end(), 0.0f);  // what the sum of weight-0 contributions comes to
     }

@@ -67,8 +67,9 @@ class ReducerRound {
 
   // Called after each part completes (under the round's lock). Set before parts arrive.
   void set_progress_callback(std::function<void()> callback) { on_part_complete_ = std::move(callback); }
-  // The senders' silence is counted from the first part another member sends us, not from the round's
-  // start (AllReduceOptions::senders_start_within): until one comes, nobody is banned by check_senders().
+  // The senders' silence is counted from the first part with weight another member sends us, not from the
+  // round's start (AllReduceOptions::senders_start_within): until one comes, nobody is banned by
+  // check_senders(). Parts at weight 0 (members that only take the result) do not start it.
   // Set before parts arrive.
   void count_silence_from_first_part() { silence_from_first_part_ = true; }
   // When the first part from another member came; nullopt before.
@@ -119,7 +120,9 @@ class ReducerRound {
   void clip_average(const PartState& state, std::span<float> avg);
   // In an ordered round: the part's weighted sum, in ascending order of the contributors' keys (ours
   // included), written over our values in `sum` (or the workspace); contributions at weight 0 left out.
-  void ordered_sum(const PartState& state, const Part& grid, std::span<float> sum);
+  // With one contribution at weight, its values themselves. Returns whether `sum` holds a sum, still to be
+  // divided by the part's weight.
+  bool ordered_sum(const PartState& state, const Part& grid, std::span<float> sum);
   void complete(PartState& state, size_t local, TimePoint now);
   // The average in `codec`, encoded once per part into answer_bytes_ (answer_codec_ says for which codec).
   ByteSpan encoded_average(Codec codec, std::span<const float> avg);

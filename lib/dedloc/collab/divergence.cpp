@@ -13,11 +13,13 @@ DivergenceVerdict judge_divergence(const std::vector<PeerProgress>& others, cons
   for (const auto& record : others) {
     if (record.epoch == own.epoch && record.params_hash != 0) ++at_our_epoch[record.params_hash];
   }
-  // The live records whose hash at our epoch we do not know (not there yet, gone past it, none published):
-  // they could all side with any hash.
-  size_t known = 0;
-  for (const auto& [hash, count] : at_our_epoch) known += count;
-  const size_t unknown = verdict.peers - known;
+  // The live records that may yet side with any hash at our epoch: those one epoch behind (in its round
+  // now) and those at it without a hash (not computed yet, or a peer that publishes none). A record
+  // further behind will load a later state instead of stepping to ours; one ahead has gone past it.
+  size_t unknown = own.params_hash == 0 ? 1 : 0;
+  for (const auto& record : others) {
+    if ((record.epoch == own.epoch && record.params_hash == 0) || record.epoch + 1 == own.epoch) ++unknown;
+  }
   // The leader (ties to the smaller hash), and the runner-up's count.
   std::uint64_t leader = 0;
   size_t lead = 0, runner_up = 0;

@@ -8,13 +8,15 @@
 // would go on training parameters nobody else has: it should download the swarm's state instead.
 //
 //   diverged  one hash leads among the run's live records at our epoch (ours included) by more than the
-//             records whose hash there we do not know (not at our epoch yet, past it, or publishing none)
-//             could make up, held by two records or more, and ours differs. A strict majority of all live
-//             records always leads so; the first peers to publish an epoch cannot outvote the rest before
-//             they report. Once every live record is at our epoch with a hash, the largest set wins, a tie
-//             going to the smaller hash: a swarm split into two or more sets (a round whose groups averaged
-//             apart) converges on one model instead of staying split for good. With two peers that differ nothing
-//             is ever decided (a lead needs two records).
+//             records that may still side with any hash there could make up (those one epoch behind, in
+//             its round now, and those at it without a hash), held by two records or more, and ours
+//             differs. A strict majority of all live records always leads so, and the first peers to
+//             publish an epoch cannot outvote the rest before they report. Records further behind (they
+//             will load a later state: joiners, peers that missed rounds) or already past our epoch do not
+//             hold the decision up: under churn some always are. Once the rest reported, the largest set
+//             wins, a tie going to the smaller hash, so a swarm split into sets (a round whose groups
+//             averaged apart) converges on one model instead of staying split for good. With two peers that
+//             differ nothing is ever decided (a lead needs two records).
 //
 // DivergenceWatch turns verdicts into actions. A resync is a download of a donor's state whose hash is the
 // leading one. If the first step after a resync was averaged in full, in a group of most of the swarm, and

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <numeric>
 
 namespace dedloc::collab {
 
@@ -55,47 +54,6 @@ struct Trainer {
   const std::string* peer;
   bool client;
 };
-
-// The cross-bucket stage's slots (group_buckets.hpp): `order` is the split's order (those that can lead
-// first), `of` each trainer's bucket; `self` our index in `trainers`, or n when we are uncounted.
-void place_in_slot(GroupBucket& bucket, const std::string& round, const std::vector<size_t>& order,
-                   const std::vector<Trainer>& trainers, const std::vector<size_t>& of, size_t self,
-                   const std::string& self_peer, size_t target_group_size) {
-  const size_t n = trainers.size();
-  std::vector<std::vector<size_t>> members(bucket.buckets);  // per bucket, in the split's order
-  std::vector<size_t> leaders(bucket.buckets, 0);
-  for (size_t i : order) {
-    members[of[i]].push_back(i);
-    if (!trainers[i].client) ++leaders[of[i]];
-  }
-  size_t slots = n;
-  for (const auto& in_bucket : members) slots = std::min(slots, in_bucket.size());
-  slots = std::min(slots, static_cast<size_t>(std::accumulate(leaders.begin(), leaders.end(), size_t{0})));
-  if (slots == 0) return;
-  std::vector<size_t> slot_of(n), size(slots, 0);
-  std::vector<bool> weighted(n, false);
-  size_t offset = 0;
-  for (size_t b = 0; b < bucket.buckets; ++b) {
-    for (size_t k = 0; k < members[b].size(); ++k) {
-      const size_t i = members[b][k];
-      slot_of[i] = (offset + k) % slots;
-      weighted[i] = k < slots;
-      ++size[slot_of[i]];
-    }
-    offset += leaders[b];
-  }
-  size_t slot = 0;
-  if (self < n) {
-    slot = slot_of[self];
-    bucket.slot_weighted = weighted[self];
-    bucket.slot_expected = size[slot];
-  } else {
-    slot = rendezvous(self_peer, round + ".x", {}, std::vector<size_t>(slots, 0), 1);
-    bucket.slot_expected = size[slot] + 1;
-  }
-  if (*std::max_element(size.begin(), size.end()) + (self < n ? 0 : 1) > target_group_size) return;
-  bucket.slot_round = round + ".x" + std::to_string(slot);
-}
 
 }  // namespace
 
@@ -171,7 +129,6 @@ GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, c
   // Not the count in the key: peers whose views differ on B (the swarm grew or shrank by a few) still meet
   // in every bucket both counts have, and rendezvous hashing moves few peers between those.
   bucket.round = round + ".b" + std::to_string(mine);
-  if (self_trainer) place_in_slot(bucket, round, order, trainers, of, self_counted ? n - 1 : n, self, target_group_size);
   return bucket;
 }
 

@@ -24,23 +24,16 @@
 // The round's key is "<round>.b<b>" (the plain round when B = 1, so a small swarm's keys are what they
 // always were). B is not in it: during churn peers' views of N differ, and B with them for a while; peers
 // that count B = 4 and B = 5 still meet in buckets 0 to 3, where rendezvous hashing keeps most of them.
-// The cross-bucket stage. Each bucket's round averages only its own trainers' gradients: stepping on those
-// would leave every bucket with parameters of its own (nothing would average them back), which is not one
-// model trained with the swarm's batch. So a split round has a second stage, a Moshpit-style grid: the
-// bucket's members, who now hold the bucket's average, meet the members of the other buckets in slots, and
-// each slot averages one bucket average per bucket, weighted by the bucket's samples. Every slot then holds
-// the swarm's average, the same on every peer to the bit: each slot sums the same contributions in the order
-// of their buckets (avg::AllReduceOptions::order_key).
-//   slots    m = the smallest bucket's size (each slot needs a member of every bucket), at most the trainers
-//            that can lead (each slot needs a leader)
-//   members  bucket b's members in the split's order (those that can lead first) take slots o_b, o_b + 1, ...
-//            (mod m), where o_b counts the leaders of the buckets before b: the leaders fill consecutive
-//            slots, so every slot gets one. The first m of a bucket carry its average at its weight; the
-//            rest take part at weight 0 (they receive the swarm's average and add nothing). A newcomer
-//            (uncounted) takes its heaviest slot at weight 0.
-//   key      "<round>.x<slot>" (the round without its bucket); expected: the slot's members
-// No stage where a slot would hold more than a group (N above about 0.8 · target_group_size²): each bucket
-// then steps on its own average.
+// The cross-bucket stage (train/trainer.cpp, across_buckets). Each bucket's round averages only its own
+// trainers' gradients: stepping on those would leave every bucket with parameters of its own (nothing would
+// average them back), which is not one model trained with the swarm's batch. So after a split round each
+// group's carrier (its trainer that can be dialled and reduces the most, the same on every member) averages
+// the group's result with the other groups' carriers under "<round>.x" (B expected), weighted by its
+// group's samples, and then hands the swarm's average to its group's other trainers in a round of the same
+// members without matchmaking (avg::Averager::broadcast): they end with exactly the carrier's values.
+// Whatever fails, a group's members hold the same values: where a carrier missed the stage, its whole group
+// steps on its own average and the divergence check brings it back (collab/divergence.hpp).
+// No stage where B exceeds target_group_size (the carriers would not fit in one group).
 // Sans-IO: progress records in, a key out (tests/unit/collab/group_buckets_test.cpp).
 #pragma once
 
@@ -57,10 +50,6 @@ struct GroupBucket {
   size_t buckets = 1;    // B
   size_t index = 0;      // b
   size_t expected = 0;   // trainers in this bucket, us included when we are one
-  // The cross-bucket stage (above); `slot_round` empty: none (one bucket, an aux peer, slots too large).
-  std::string slot_round;
-  size_t slot_expected = 0;   // the slot's members, us included
-  bool slot_weighted = false; // we carry our bucket's average at its weight (otherwise at weight 0)
 };
 
 // `round` is for `epoch` (ours; an aux peer's, the swarm's); `others`: the other trainers' progress records

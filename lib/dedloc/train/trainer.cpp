@@ -444,36 +444,77 @@ void Trainer::seed_round_deadline() {
 
 namespace {
 
+// The cross-bucket stage's carrier in a group (collab/group_buckets.hpp): of the trainers that can be dialled,
+// the one that reduces the most (the fastest link, by its leader's plan), the first in the group's order
+// on a tie; every member picks the same. nullopt: none (a group of clients led by an aux peer).
+std::optional<size_t> bucket_carrier(const avg::Group& group) {
+  std::optional<size_t> best;
+  const auto& counts = group.begin().counts;
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (group.member(i).role != avg::AvgRole::kNode) continue;
+    if (!best || counts[i] > counts[*best]) best = i;
+  }
+  return best;
+}
+
 // The cross-bucket stage of a split round (collab/group_buckets.hpp), after `round`'s group averaged our
-// bucket's gradients in `vector`: met in our slot with the other buckets' averages, they become the swarm's.
-// Callable from a background round's thread (it touches only the averager, which is that thread's then).
+// bucket's gradients in `vector`: the group's carrier averages them with the other buckets' carriers, then
+// hands the result to the group's other trainers, so that every member of the group, whatever happened
+// elsewhere, ends with the same values. Callable from a background round's thread (it touches only the
+// averager, which is that thread's then).
 void across_buckets(GradientRound& round, avg::Averager& averager, const avg::VectorSchema& schema,
-                    std::span<float> vector, const collab::GroupBucket& bucket, std::uint64_t epoch, Logger* log) {
-  if (!round.group || round.group->group_size == 0 || bucket.slot_round.empty()) return;
-  // Our bucket's average goes in at the bucket's weight (its samples, as the reducers told it) where the
-  // split made us its carrier in the slot, and only when the bucket's round averaged all of it: otherwise
-  // we take part at weight 0, and receive the slot's average of the other buckets.
-  const auto& reduced = round.group->all_reduce;
-  const bool carry = bucket.slot_weighted && reduced.averaged_fraction >= 1 && reduced.weight > 0;
-  auto outcome = averager.step(schema, vector, carry ? reduced.weight : 0.0, bucket.slot_expected, bucket.slot_round,
-                               wire::PartAnswer::kAverage, bucket.index);
+                    std::span<float> vector, const collab::GroupBucket& bucket, std::uint64_t epoch,
+                    size_t target_group_size, Logger* log) {
+  if (!round.group || round.group->group_size == 0 || bucket.buckets < 2 || !averager.last_group()) return;
   Logger::Line line(log, LogLevel::kDebug, kLog);
-  line << "epoch " << epoch << ": across buckets in " << bucket.slot_round << " ("
-       << (carry ? "carrying our bucket's average" : "at weight 0") << "): ";
-  if (!outcome) {
-    line << "failed: " << outcome.status().to_string();
+  line << "epoch " << epoch << ": across " << bucket.buckets << " buckets: ";
+  if (bucket.buckets > target_group_size) {
+    line << "more buckets than a group holds: our bucket's average only";
     return;
   }
-  if (outcome->group_size == 0) {
-    line << "no group (" << outcome->why_alone << "): our bucket's average only";
+  auto ours = averager.last_group()->derived("across");
+  const auto carrier = ours ? bucket_carrier(*ours) : std::nullopt;
+  if (!carrier) {
+    line << "no trainer of our group can carry it: our bucket's average only";
     return;
   }
-  round.across_bytes_sent = outcome->all_reduce.bytes_sent;
-  line << "a group of " << outcome->group_size << " of the " << bucket.slot_expected << " expected, "
-       << 100 * outcome->all_reduce.averaged_fraction << "% averaged";
-  // Every bucket's average is in the slot's when every member the split put there came (each bucket's
-  // carrier among them) and the whole vector came back averaged.
-  if (outcome->group_size >= bucket.slot_expected && outcome->all_reduce.averaged_fraction >= 1) {
+  double buckets_averaged = 1;  // what the carrier tells its group: how many buckets its values hold
+  const bool carrying = ours->member(*carrier).id == averager.id();
+  if (carrying) {
+    // The group's members hand their parts to us while we average with the other carriers: held, not refused.
+    averager.expect(*ours);
+    // Our bucket's average goes in at the bucket's weight (its samples, as the reducers told it), when the
+    // bucket's round averaged all of it; otherwise at weight 0, and we hand on the others' average.
+    const auto& reduced = round.group->all_reduce;
+    const bool whole_bucket = reduced.averaged_fraction >= 1 && reduced.weight > 0;
+    auto across = averager.step(schema, vector, whole_bucket ? reduced.weight : 0.0, bucket.buckets,
+                                collab::gradient_round(epoch) + ".x", wire::PartAnswer::kAverage);
+    if (!across) {
+      line << "carrying: failed (" << across.status().to_string() << "), ";
+    } else if (across->group_size == 0) {
+      line << "carrying: no group (" << across->why_alone << "), ";
+    } else {
+      round.across_bytes_sent += across->all_reduce.bytes_sent;
+      const auto& reduced_across = across->all_reduce;
+      // Every bucket's average came when every bucket's carrier was in, none dropped on the way, and the
+      // whole vector came back averaged.
+      if (whole_bucket && reduced_across.averaged_fraction >= 1 && reduced_across.banned_senders.empty() &&
+          reduced_across.failed_reducers.empty()) {
+        buckets_averaged = static_cast<double>(across->group_size);
+      }
+      line << "carrying: averaged with " << across->group_size - 1 << " other carrier(s), ";
+    }
+  }
+  auto handed = averager.broadcast(*ours, vector, carrying ? buckets_averaged : 0.0);
+  if (!handed) {
+    line << "handing it on failed: " << handed.status().to_string();
+    return;
+  }
+  round.across_bytes_sent += handed->all_reduce.bytes_sent;
+  const double told = handed->all_reduce.weight;
+  line << (carrying ? "handed on" : "received") << " to " << handed->group_size << " trainers, "
+       << 100 * handed->all_reduce.averaged_fraction << "% of it, holding " << told << " bucket(s)";
+  if (handed->all_reduce.averaged_fraction >= 1 && told >= static_cast<double>(bucket.buckets)) {
     round.buckets = bucket.buckets;
   }
 }
@@ -566,7 +607,8 @@ GradientRound Trainer::run_gradient_round(double weight) {
   }
   GradientRound round{std::move(outcome)};
   if (options_.across_buckets && !stopping()) {
-    across_buckets(round, averager, p.gradients.schema(), p.gradients.values(), bucket, epoch_, options_.log);
+    across_buckets(round, averager, p.gradients.schema(), p.gradients.values(), bucket, epoch_,
+                   options_.averaging.target_group_size, options_.log);
   }
   return round;
 }
@@ -1220,9 +1262,10 @@ bool Trainer::start_zero_weight_round(std::uint64_t epoch) {
   // uses only its client, which any thread may call.
   round.outcome = std::async(std::launch::async, [&averager, schema = p.gradients.schema(), values = std::span<float>(round.vector),
                                                   expected = bucket_expected(bucket), bucket, epoch, log = options_.log,
-                                                  across = options_.across_buckets] {
+                                                  across = options_.across_buckets,
+                                                  target = options_.averaging.target_group_size] {
     GradientRound taken{averager.step(schema, values, 0.0, expected, bucket.round)};
-    if (across) across_buckets(taken, averager, schema, values, bucket, epoch, log);
+    if (across) across_buckets(taken, averager, schema, values, bucket, epoch, target, log);
     return taken;
   });
   Logger::Line(options_.log, LogLevel::kInfo, kLog)

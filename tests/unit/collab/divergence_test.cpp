@@ -76,6 +76,12 @@ TEST_CASE("Divergence: once every live peer reported our epoch, a swarm split in
   const auto other_half = judge_divergence({record(5, 0xA), record(5, 0xA), record(5, 0xC)}, record(5, 0xC));
   CHECK(other_half.diverged);
   CHECK(other_half.swarm_hash == 0xA);
+  // A joiner far behind (it will load a later state) and a peer gone past our epoch do not hold the decision
+  // up; a peer one epoch behind, in its round now, does: it may still side with us.
+  const auto churn = judge_divergence({record(5, 0xA), record(5, 0xA), record(3, 0xC), record(6, 0xD)}, record(5, 0xB));
+  CHECK(churn.diverged);
+  CHECK(churn.swarm_hash == 0xA);
+  CHECK_FALSE(judge_divergence({record(5, 0xA), record(5, 0xA), record(4, 0xC)}, record(5, 0xB)).diverged);
   // Sets of one decide nothing: every peer differs from every other (no two stepped alike).
   CHECK_FALSE(judge_divergence({record(5, 0xA), record(5, 0xC)}, record(5, 0xB)).diverged);
 }
