@@ -1,6 +1,7 @@
 // Group buckets train one model (collab/group_buckets.hpp, "the cross-bucket stage"): five synthetic
 // dedloc-train peers (lib/dedloc/train/models/synthetic_task.hpp) in groups of at most 4 split every round
-// into two buckets that average apart, then meet in slots, one member of each bucket in each. Every peer's
+// into two buckets that average apart; then each group's carrier averages with the other's and hands the
+// result to its group. Every peer's
 // gradient is known in closed form (c = data seed · 2^-10 for every parameter), parameters start at 0 and
 // the recipe steps with plain SGD at lr 1, so the step to epoch e applied c̄_e = W_{e−1} − W_e with
 // W_e = params_norm_e / √N. Each step must apply the samples-weighted mean of all five peers' gradients,
@@ -43,7 +44,7 @@ TEST_CASE("Synthetic peers split into two buckets take the swarm's samples-weigh
   auto [bootstrap, ready] = dedloc::test::start_ready({dedloc::test::binary_path("tools/dedloc-dht/dedloc-dht"),
                                                        "--log-level", "warning", "serve", "--listen", "tcp://127.0.0.1:0"});
   const std::string address = ready["endpoints"][0].get<std::string>();
-  // Five trainers in groups of 4: two buckets of about 3 (0.8 of a group), then two slots of 2 and 3.
+  // Five trainers in groups of 4: two buckets of about 3 (0.8 of a group), whose carriers meet in a group of 2.
   const std::string recipe = dedloc::test::write_recipe_variant(
       "recipes/synthetic.yaml", dedloc::test::make_temp_dir("dedloc-buckets"), "synthetic.yaml",
       {{"parameters: 1000000 ", "parameters: 200000 "},
@@ -114,7 +115,7 @@ TEST_CASE("Synthetic peers split into two buckets take the swarm's samples-weigh
       CHECK(std::abs(applied - expected) <= kExact * expected);
     }
   }
-  // Every step of epochs 2..5 came through both stages on a quiet loopback (a slot that formed without a
-  // bucket would show here before it showed in the hashes).
+  // Every step of epochs 2..5 came through both stages on a quiet loopback: each peer was told its values
+  // hold both buckets' averages.
   CHECK(across == all.size() * (kEpochs - 1));
 }
