@@ -87,7 +87,10 @@ TEST_CASE("Lab: ping sees twice the configured one-way delay", "[proc][lab]") {
   // not, because a busy machine (the rest of the suite on the other core) delays single replies by
   // several milliseconds, and that lateness is the scheduler's, not the emulator's.
   CHECK(fastest_ms >= 40);
-  CHECK(fastest_ms <= 41);  // within 1 ms of 2 × 20 ms
+  // Within 2 ms of 2 × 20 ms: the emulator's one thread shares the machine with the suite (beside the lab
+  // scenarios all eight replies once took 41.0-42.1 ms; on this 2-core machine alone the fastest took
+  // 40.8-41.1 ms).
+  CHECK(fastest_ms <= 42);
 }
 
 TEST_CASE("Lab: every host runs the lab's TCP congestion control, not the machine's", "[proc][lab]") {

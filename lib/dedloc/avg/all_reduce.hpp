@@ -84,7 +84,8 @@ struct AllReduceOptions {
   // keys once a part is complete, not as they arrive, and contributions at weight 0 are left out. Float
   // sums depend on their order: groups that hold the same contributions under the same keys then compute
   // bit-identical averages, whoever reduces and whatever the network's timing. The trainer's cross-bucket
-  // stage keys each contribution by its bucket (collab/group_buckets.hpp). Incompatible with centered_clip.
+  // stage hands its result on in such a round, where the one contribution with weight is taken as it is
+  // (Averager::broadcast). Incompatible with centered_clip.
   std::optional<std::uint64_t> order_key;
   // Progress: called after each part we send and each part our reducer completes (under the round's
   // locks: keep it short). Tests use it to kill a member at an exact point of a round.

@@ -121,7 +121,7 @@ std::string Averager::dialable_endpoint() const {
 
 Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> vector, double weight,
                                    size_t expected_peers, const std::string& what,
-                                   std::optional<wire::PartAnswer> answer, std::optional<std::uint64_t> order_key) {
+                                   std::optional<wire::PartAnswer> answer) {
   if (prepared_ && (prepared_->what != what || prepared_->schema.hash != schema.hash)) withdraw();
   StepOutcome outcome;
   outcome.late_joiners = matchmaker_->take_late_joiners();
@@ -152,7 +152,6 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
   const Deadline deadline = Deadline::after(options_.averaging_timeout);
   AllReduceOptions all_reduce = options_.all_reduce;
   if (answer) all_reduce.answer = *answer;
-  all_reduce.order_key = order_key;
   // Adding no weight, we may be in a group found ahead that the senders reach only once their batch is
   // complete: the round starts with their first part. An aux peer waits for it as long as its configured
   // timeout (the trainers' ETA may be off by seconds); a trainer at weight 0 (it downloads meanwhile, and

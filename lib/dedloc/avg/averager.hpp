@@ -89,12 +89,9 @@ class Averager {
   // A round prepare()d for another `what` is withdrawn first. Weight 0 takes part without contributing
   // (AllReduce::run): `vector` must then be finite. `answer` overrides AveragerOptions::all_reduce.answer
   // for this round (a trainer averages its parameters as deltas, its gradients as the identical average).
-  // `order_key`: the round sums its contributions in a fixed order, ours under this key
-  // (AllReduceOptions::order_key: the trainer's cross-bucket stage).
   Result<StepOutcome> step(const VectorSchema& schema, std::span<float> vector, double weight,
                            size_t expected_peers = 0, const std::string& what = "grad",
-                           std::optional<wire::PartAnswer> answer = std::nullopt,
-                           std::optional<std::uint64_t> order_key = std::nullopt);
+                           std::optional<wire::PartAnswer> answer = std::nullopt);
 
   // The group the last step() averaged in; nullopt when it formed none (or before the first). For another
   // round among its members without matchmaking: Group::derived, then broadcast().
