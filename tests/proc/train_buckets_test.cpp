@@ -19,9 +19,7 @@
 #include "support/trainer_process.hpp"
 
 using namespace std::chrono_literals;
-using dedloc::test::TrainerArgs;
 using dedloc::test::TrainerProcess;
-using dedloc::test::pump_until;
 
 namespace {
 
@@ -29,13 +27,10 @@ constexpr std::uint64_t kEpochs = 5;
 constexpr double kParameters = 200000;
 constexpr double kExact = 1e-5;  // float32 rounding of the step; a bucket's mean instead is off by percents
 
-struct Peer {
-  std::uint64_t data_seed;
-  double compute_rate;  // samples/s
-};
-const Peer kPeers[] = {{1, 40}, {2, 60}, {3, 80}, {4, 100}, {5, 120}};
+// Data seeds and compute rates (samples/s).
+const std::vector<dedloc::test::SyntheticPeer> kPeers{{1, 40}, {2, 60}, {3, 80}, {4, 100}, {5, 120}};
 
-double gradient_of(const Peer& peer) { return static_cast<double>(peer.data_seed) / 1024; }
+double gradient_of(const dedloc::test::SyntheticPeer& peer) { return static_cast<double>(peer.data_seed) / 1024; }
 
 }  // namespace
 
@@ -54,24 +49,11 @@ TEST_CASE("Synthetic peers split into two buckets take the swarm's samples-weigh
        {"matchmaking_time: 2\n", "matchmaking_time: 1\n"},
        {"schedule:\n", "collaboration:\n  sit_out_missed_rounds: true\nschedule:\n"}});
 
-  std::vector<TrainerProcess> trainers;
-  for (const auto& peer : kPeers) {
-    TrainerArgs args{.recipe = recipe, .initial_peer = address, .data_seed = peer.data_seed, .max_epochs = kEpochs,
-                     .max_time = 90, .min_peers = std::size(kPeers),
-                     .extra = {"--params-hash", "--compute-rate", std::to_string(peer.compute_rate)}};
-    auto trainer = TrainerProcess::start("peer" + std::to_string(peer.data_seed), args);
-    REQUIRE(trainer.has_value());
-    trainers.push_back(std::move(*trainer));
-  }
+  std::string why_not;
+  auto trainers = dedloc::test::run_synthetic_peers(recipe, address, kPeers, kEpochs, 90, 120s, why_not);
+  REQUIRE(why_not == "");
   std::vector<TrainerProcess*> all;
   for (auto& t : trainers) all.push_back(&t);
-  REQUIRE(pump_until(all, 120s, [&] {
-    for (auto* t : all) {
-      if (!t->find("exit")) return false;
-    }
-    return true;
-  }));
-  for (auto* t : all) REQUIRE(t->process().wait(10s) == 0);
 
   // steps[peer][epoch]: the step lines, and downloads (a peer late for the first round loads its result).
   std::vector<std::map<std::uint64_t, nlohmann::json>> steps(all.size());

@@ -17,9 +17,7 @@
 #include "support/trainer_process.hpp"
 
 using namespace std::chrono_literals;
-using dedloc::test::TrainerArgs;
 using dedloc::test::TrainerProcess;
-using dedloc::test::pump_until;
 
 namespace {
 
@@ -29,13 +27,10 @@ constexpr double kParameters = 200000;
 // (say, by micro-batches instead of samples, or unweighted) is off by percents.
 constexpr double kExact = 1e-5;
 
-struct Peer {
-  std::uint64_t data_seed;
-  double compute_rate;  // samples/s
-};
-const Peer kPeers[] = {{1, 40}, {2, 80}, {3, 160}};
+// Data seeds and compute rates (samples/s).
+const std::vector<dedloc::test::SyntheticPeer> kPeers{{1, 40}, {2, 80}, {3, 160}};
 
-double gradient_of(const Peer& peer) { return static_cast<double>(peer.data_seed) / 1024; }
+double gradient_of(const dedloc::test::SyntheticPeer& peer) { return static_cast<double>(peer.data_seed) / 1024; }
 
 std::string synthetic_recipe(const std::string& dir) {
   return dedloc::test::write_recipe_variant(
@@ -56,24 +51,11 @@ TEST_CASE("Synthetic peers apply the samples-weighted mean of their closed-form 
   const std::string address = ready["endpoints"][0].get<std::string>();
   const std::string recipe = synthetic_recipe(dedloc::test::make_temp_dir("dedloc-synthetic"));
 
-  std::vector<TrainerProcess> trainers;
-  for (const auto& peer : kPeers) {
-    TrainerArgs args{.recipe = recipe, .initial_peer = address, .data_seed = peer.data_seed, .max_epochs = kEpochs,
-                     .max_time = 60, .min_peers = std::size(kPeers),
-                     .extra = {"--params-hash", "--compute-rate", std::to_string(peer.compute_rate)}};
-    auto trainer = TrainerProcess::start("peer" + std::to_string(peer.data_seed), args);
-    REQUIRE(trainer.has_value());
-    trainers.push_back(std::move(*trainer));
-  }
+  std::string why_not;
+  auto trainers = dedloc::test::run_synthetic_peers(recipe, address, kPeers, kEpochs, 60, 60s, why_not);
+  REQUIRE(why_not == "");
   std::vector<TrainerProcess*> all;
   for (auto& t : trainers) all.push_back(&t);
-  REQUIRE(pump_until(all, 60s, [&] {
-    for (auto* t : all) {
-      if (!t->find("exit")) return false;
-    }
-    return true;
-  }));
-  for (auto* t : all) REQUIRE(t->process().wait(10s) == 0);
 
   // steps[peer][epoch]. A peer may come to the first round after the other two grouped (start-up on a loaded
   // machine): it sits that round out and loads its result (collaboration.sit_out_missed_rounds, on in this

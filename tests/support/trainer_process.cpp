@@ -1,5 +1,6 @@
 #include "support/trainer_process.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -135,6 +136,34 @@ std::optional<double> mean_loss(const std::vector<json>& steps, std::uint64_t fi
   }
   if (n == 0) return std::nullopt;
   return sum / n;
+}
+
+std::vector<TrainerProcess> run_synthetic_peers(const std::string& recipe, const std::string& initial_peer,
+                                                const std::vector<SyntheticPeer>& peers, std::uint64_t max_epochs,
+                                                double max_time, Duration timeout, std::string& why_not) {
+  std::vector<TrainerProcess> trainers;
+  for (const auto& peer : peers) {
+    TrainerArgs args{.recipe = recipe, .initial_peer = initial_peer, .data_seed = peer.data_seed,
+                     .max_epochs = max_epochs, .max_time = max_time, .min_peers = peers.size(),
+                     .extra = {"--params-hash", "--compute-rate", std::to_string(peer.compute_rate)}};
+    const std::string name = "peer" + std::to_string(peer.data_seed);
+    auto trainer = TrainerProcess::start(name, args);
+    if (!trainer) {
+      why_not = name + " did not start";
+      return {};
+    }
+    trainers.push_back(std::move(*trainer));
+  }
+  std::vector<TrainerProcess*> all;
+  for (auto& t : trainers) all.push_back(&t);
+  const bool exited = pump_until(all, timeout, [&] {
+    return std::all_of(all.begin(), all.end(), [](TrainerProcess* t) { return t->find("exit").has_value(); });
+  });
+  if (!exited) why_not = "not every peer exited within the timeout";
+  for (auto* t : all) {
+    if (t->process().wait(std::chrono::seconds(10)) != 0 && why_not.empty()) why_not = t->name() + " exited with an error";
+  }
+  return trainers;
 }
 
 }  // namespace dedloc::test

@@ -72,6 +72,20 @@ bool pump_until(const std::vector<TrainerProcess*>& trainers, Duration timeout, 
   return false;
 }
 
+// Peers of the synthetic task (lib/dedloc/train/models/synthetic_task.hpp): each computes at its emulated
+// rate (--compute-rate, samples/s), and its data seed sets its closed-form gradient.
+struct SyntheticPeer {
+  std::uint64_t data_seed;
+  double compute_rate;
+};
+
+// Starts one dedloc-train per peer ("peer<seed>", with --params-hash) on `recipe`, joining through
+// `initial_peer`, each to run `max_epochs` epochs (--max-time `max_time`, --min-peers all of them), and
+// waits until every one has exited 0, at most `timeout`. Returns them then, or why not (empty: none started).
+std::vector<TrainerProcess> run_synthetic_peers(const std::string& recipe, const std::string& initial_peer,
+                                                const std::vector<SyntheticPeer>& peers, std::uint64_t max_epochs,
+                                                double max_time, Duration timeout, std::string& why_not);
+
 // Writes `dir`/`name`: the recipe at `base` (relative to the source tree) with each `from` text replaced by
 // its `to` (each must occur); returns the path. Tests vary a shipped recipe this way.
 std::string write_recipe_variant(const std::string& base, const std::string& dir, const std::string& name,
