@@ -123,6 +123,8 @@ void envelope_seeds(const fs::path& dir) {
   write(dir, "seed-avg-part-delta", header_of(AvgPartDelta{3, 1, 3}, 1));
   write(dir, "seed-avg-part-average", header_of(AvgPart{Bytes(16, 0x77), 3, 128, 1, PartAnswer::kAverage}, 1));
   write(dir, "seed-avg-part-delta-average", header_of(AvgPartDelta{3, 1, 3, PartAnswer::kAverage}, 1));
+  write(dir, "seed-avg-part-ordered", header_of(AvgPart{Bytes(16, 0x77), 3, 128, 1, PartAnswer::kAverage, 5}, 1));
+  write(dir, "seed-avg-part-delta-weight", header_of(AvgPartDelta{3, 1, 3, PartAnswer::kAverage, 96.0}, 1));
   write(dir, "seed-avg-state-request", header_of(AvgStateRequest{"run1", 7, 1 << 20, 1 << 20, 4, false, false}));
   write(dir, "seed-avg-state-describe", header_of(AvgStateRequest{"run1", std::nullopt, 0, 0, 0, true, false}));
   write(dir, "seed-avg-state-done", header_of(AvgStateRequest{"run1", std::nullopt, 0, 0, 0, false, true}));

@@ -244,11 +244,19 @@ TEST_CASE("Golden bytes of every averaging message", "[unit][wire][golden]") {
         envelope("cccb", "01",
                  "85a3676964c41077777777777777777777777777777777a369647803a177cb4004000000000000a5636f64656301"
                  "a3616e7301"));
+  // In a round summed in a fixed order, the sender's key too: "o": 5 (left out when none)
+  CHECK(golden(AvgPart{Bytes(16, 0x77), 3, 2.5, 1, PartAnswer::kAverage, 5}, 1) ==
+        envelope("cccb", "01",
+                 "86a3676964c41077777777777777777777777777777777a369647803a177cb4004000000000000a5636f64656301"
+                 "a3616e7301a16f05"));
   // {"idx": 3, "codec": 1, "n": 3}, one payload frame
   CHECK(golden(AvgPartDelta{3, 1, 3}, 1) == envelope("cccc", "01", "83a369647803a5636f64656301a16e03"));
   // {"idx": 3, "codec": 1, "n": 3, "ans": 1}: the payload is the average
   CHECK(golden(AvgPartDelta{3, 1, 3, PartAnswer::kAverage}, 1) ==
         envelope("cccc", "01", "84a369647803a5636f64656301a16e03a3616e7301"));
+  // ... with the part's total weight, "w": 96.0 (left out when nothing was weighed)
+  CHECK(golden(AvgPartDelta{3, 1, 3, PartAnswer::kAverage, 96.0}, 1) ==
+        envelope("cccc", "01", "85a369647803a5636f64656301a16e03a3616e7301a177cb4058000000000000"));
   // A stripe of a pinned epoch: {"key": "run1", "epoch": 7, "off": 1024, "len": 512, "codec": 1}
   CHECK(golden(AvgStateRequest{"run1", 7, 1024, 512, 1, false, false}) ==
         envelope("cccd", "00",

@@ -3,8 +3,8 @@
 // order peers arrive: the first target_group_size fill the first group, and peers that come late (volunteers
 // behind NAT, who cannot lead a group of their own) find every group full or formed, and step alone. With
 // buckets, every bucket holds fewer peers than a group takes, its leader knows how many to wait for, and the
-// split changes every round, so what one group averaged reaches the others over the next rounds (hivemind's
-// Moshpit averaging does this with key bits; here the buckets come from a hash of the round).
+// split changes every round (hivemind's Moshpit averaging splits by key bits; here the buckets come from a
+// hash of the round). The buckets' averages are then averaged across them (the cross-bucket stage, below).
 //
 //   N        the trainers within an epoch of ours, but for those that joined the running swarm in this
 //            round (their records' joined_at): the others split it before their records came, and a
@@ -24,6 +24,7 @@
 // The round's key is "<round>.b<b>" (the plain round when B = 1, so a small swarm's keys are what they
 // always were). B is not in it: during churn peers' views of N differ, and B with them for a while; peers
 // that count B = 4 and B = 5 still meet in buckets 0 to 3, where rendezvous hashing keeps most of them.
+//
 // The cross-bucket stage (train/trainer.cpp, across_buckets). Each bucket's round averages only its own
 // trainers' gradients: stepping on those would leave every bucket with parameters of its own (nothing would
 // average them back), which is not one model trained with the swarm's batch. So after a split round each
@@ -34,6 +35,7 @@
 // Whatever fails, a group's members hold the same values: where a carrier missed the stage, its whole group
 // steps on its own average and the divergence check brings it back (collab/divergence.hpp).
 // No stage where B exceeds target_group_size (the carriers would not fit in one group).
+//
 // Sans-IO: progress records in, a key out (tests/unit/collab/group_buckets_test.cpp).
 #pragma once
 
