@@ -254,9 +254,10 @@ TEST_CASE("Golden bytes of every averaging message", "[unit][wire][golden]") {
   // {"idx": 3, "codec": 1, "n": 3, "ans": 1}: the payload is the average
   CHECK(golden(AvgPartDelta{3, 1, 3, PartAnswer::kAverage}, 1) ==
         envelope("cccc", "01", "84a369647803a5636f64656301a16e03a3616e7301"));
-  // ... with the part's total weight, "w": 96.0 (left out when nothing was weighed)
+  // ... with the part's total weight, "w": 96 (a whole number goes as an integer; left out when nothing was
+  // weighed)
   CHECK(golden(AvgPartDelta{3, 1, 3, PartAnswer::kAverage, 96.0}, 1) ==
-        envelope("cccc", "01", "85a369647803a5636f64656301a16e03a3616e7301a177cb4058000000000000"));
+        envelope("cccc", "01", "85a369647803a5636f64656301a16e03a3616e7301a17760"));
   // A stripe of a pinned epoch: {"key": "run1", "epoch": 7, "off": 1024, "len": 512, "codec": 1}
   CHECK(golden(AvgStateRequest{"run1", 7, 1024, 512, 1, false, false}) ==
         envelope("cccd", "00",
