@@ -50,14 +50,13 @@ TEST_CASE("Lab scenario: 16 volunteers come and go, a wave joins, a relay dies, 
     CHECK(report["groups"][group]["peak_rss_mib"].get<double>() < 600);
   }
   CHECK(report["groups"]["home"]["bytes_sent_per_step"].get<double>() > 0);
-  // One model: the buckets' averages are averaged across them (docs/recipes.md, "Group buckets"). Faults
-  // split the swarm for a while (bench/lab/README.md, "One model across buckets"), but epochs where every
-  // trainer holds one parameter hash come: none did with each bucket stepping on its own average, where
-  // 15% of the step reports carried their epoch's most common hash (59-75% now on a quiet machine, 38%
-  // with the other core busy).
-  const auto& one_model = report["one_model"];
-  CHECK(one_model["epochs_one_hash"].get<int>() >= 1);
-  CHECK(one_model["fraction_on_majority"].get<double>() >= 0.25);
+  // One model: the buckets' averages are averaged across them (docs/recipes.md, "Group buckets"). This
+  // scenario's faults split the swarm for a while (bench/lab/README.md, "One model across buckets"); the
+  // share of step reports that carry their epoch's most common parameter hash tells the two apart: 59-76%
+  // on a quiet machine, 38-49% beside the suite, and 15% with each bucket stepping on its own average.
+  // (Whole epochs with one hash come too, but beside the suite they may all fall in the warm-up, before the
+  // measured window.)
+  CHECK(report["one_model"]["fraction_on_majority"].get<double>() >= 0.3);
 }
 
 // A volunteer whose link goes down for 10 s (bench/lab/scenarios/link-outage.yaml) meanwhile loses every
