@@ -572,7 +572,11 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
   AllReduceResult result;
   result.gone = std::move(result_gone);
   const std::optional<double> reduced = reducer->common_weight();  // not under the sender's lock (above)
-  if (auto first = reducer->first_part_at(); await_senders && first) result.waited_for_senders = *first - run_began;
+  if (await_senders) {
+    // No part with weight ever came (the senders' round was over, or they never sent): all of it was the wait.
+    const auto first = reducer->first_part_at();
+    result.waited_for_senders = (first ? *first : std::chrono::steady_clock::now()) - run_began;
+  }
   {
     std::lock_guard lock(sender->mutex);
     result.slowest_part = sender->slowest_part;

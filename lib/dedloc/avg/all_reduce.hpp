@@ -114,8 +114,8 @@ struct AllReduceResult {
   // The longest a part of ours took to come back averaged, among those that did (zero when none did):
   // what a sender or reducer timeout must cover on this network.
   Duration slowest_part{};
-  // With senders_start_within: how long after run() the first part from another member came (the round's
-  // own time is the rest); zero otherwise.
+  // With senders_start_within: how long after run() the first part with weight from another member came
+  // (the round's own time is the rest), or the whole round when none came; zero otherwise.
   Duration waited_for_senders{};
 };
 
