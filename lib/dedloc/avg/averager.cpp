@@ -140,16 +140,10 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
     outcome.why_alone = group->status().message();
     return outcome;
   }
-  outcome.group_size = (*group)->size();
-  outcome.group_id = (*group)->id();
-  for (size_t m = 0; m < (*group)->size(); ++m) outcome.members.push_back((*group)->member(m).id);
-  outcome.senders = (*group)->senders().size();
   const auto search = matchmaker_->last_search();
   if (!outcome.found_ahead) outcome.matchmaking_time = search.took;  // ahead, it includes our own computing
   outcome.quorum_to_full = search.quorum_to_full;
   outcome.by_quorum = search.by_quorum;
-  const auto began = std::chrono::steady_clock::now();
-  const Deadline deadline = Deadline::after(options_.averaging_timeout);
   AllReduceOptions all_reduce = options_.all_reduce;
   if (answer) all_reduce.answer = *answer;
   // Adding no weight, we may be in a group found ahead that the senders reach only once their batch is
@@ -160,22 +154,30 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
     all_reduce.senders_start_within =
         options_.role == AvgRole::kAux ? configured_averaging_timeout_ : options_.averaging_timeout;
   }
-  AllReduceRunning running(*this);
   last_group_ = **group;
-  auto result = all_reduce_->run(**group, vector, weight, all_reduce, deadline);
-  if (!result) return result.status();
-  outcome.all_reduce = std::move(*result);
-  outcome.all_reduce_time = std::chrono::steady_clock::now() - began - outcome.all_reduce.waited_for_senders;
-  outcome.all_reduce_timed_out = outcome.all_reduce_time >= deadline.at - began;
+  DEDLOC_RETURN_IF_ERROR(run_round(**group, vector, weight, all_reduce, options_.averaging_timeout, outcome));
   return outcome;
 }
 
-Result<StepOutcome> Averager::broadcast(const Group& group, std::span<float> vector, double weight) {
-  StepOutcome outcome;
+Status Averager::run_round(const Group& group, std::span<float> vector, double weight, const AllReduceOptions& options,
+                           Duration round, StepOutcome& outcome) {
   outcome.group_size = group.size();
   outcome.group_id = group.id();
   for (const auto& member : group.members()) outcome.members.push_back(member.id);
   outcome.senders = group.senders().size();
+  const auto began = std::chrono::steady_clock::now();
+  const Deadline deadline = Deadline::after(round);
+  AllReduceRunning running(*this);
+  auto result = all_reduce_->run(group, vector, weight, options, deadline);
+  if (!result) return result.status();
+  outcome.all_reduce = std::move(*result);
+  outcome.all_reduce_time = std::chrono::steady_clock::now() - began - outcome.all_reduce.waited_for_senders;
+  outcome.all_reduce_timed_out = outcome.all_reduce_time >= deadline.at - began;
+  return Status();
+}
+
+Result<StepOutcome> Averager::broadcast(const Group& group, std::span<float> vector, double weight) {
+  StepOutcome outcome;
   AllReduceOptions all_reduce = options_.all_reduce;
   all_reduce.answer = wire::PartAnswer::kAverage;
   all_reduce.order_key = 0;  // summed in a fixed order: one weighted contribution, taken as it is
@@ -187,14 +189,7 @@ Result<StepOutcome> Averager::broadcast(const Group& group, std::span<float> vec
     all_reduce.reducer_timeout = std::max(all_reduce.reducer_timeout, configured_averaging_timeout_);
     round = configured_averaging_timeout_;
   }
-  const auto began = std::chrono::steady_clock::now();
-  const Deadline deadline = Deadline::after(round);
-  AllReduceRunning running(*this);
-  auto result = all_reduce_->run(group, vector, weight, all_reduce, deadline);
-  if (!result) return result.status();
-  outcome.all_reduce = std::move(*result);
-  outcome.all_reduce_time = std::chrono::steady_clock::now() - began - outcome.all_reduce.waited_for_senders;
-  outcome.all_reduce_timed_out = outcome.all_reduce_time >= deadline.at - began;
+  DEDLOC_RETURN_IF_ERROR(run_round(group, vector, weight, all_reduce, round, outcome));
   return outcome;
 }
 

@@ -170,6 +170,11 @@ class Averager {
   std::unique_ptr<Matchmaker> matchmaker_;
   std::optional<Group> last_group_;  // the group of the last step(), if it formed one
 
+  // The all-reduce of `group` (step()'s and broadcast()'s alike) with `round` to run, its group and timing
+  // filled into `outcome`.
+  Status run_round(const Group& group, std::span<float> vector, double weight, const AllReduceOptions& options,
+                   Duration round, StepOutcome& outcome);
+
   struct Prepared {
     std::string what;
     VectorSchema schema;

@@ -941,28 +941,24 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swa
   p.last_download_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - download_began).count();
   const std::string donor = downloaded->donors.empty() ? "?" : downloaded->donors.front().address;
   if (downloaded->state.epoch() < epoch_) return Status();
-  if (!swarm_hash) {
-    // A donor whose parameters left the swarm's (its group missed a round's cross-bucket stage) would hand
-    // us its divergence, and a swarm split into sets would stay split through its downloads: where one
-    // hash leads at the donor's epoch (collab/divergence.hpp), only that one will do.
+  if (downloaded->state.epoch() == epoch_ && !swarm_hash) return Status();  // nothing newer than ours
+  // The parameters the state must carry: a resync's at our epoch, the hash it resyncs to; a catch-up's, the
+  // hash that leads at the donor's epoch where one does (collab/divergence.hpp): a donor whose parameters
+  // left the swarm's (its group missed a round's cross-bucket stage) would hand us its divergence, and a
+  // swarm split into sets would stay split through its downloads. A donor that differs is passed over next
+  // time.
+  std::uint64_t wanted = 0;
+  if (swarm_hash) {
+    if (downloaded->state.epoch() == epoch_) wanted = *swarm_hash;
+  } else {
     collab::PeerProgress at_donor_epoch;
     at_donor_epoch.epoch = downloaded->state.epoch();
-    const auto verdict = collab::judge_divergence(p.swarm.tracker().others_records(), at_donor_epoch);
-    if (verdict.swarm_hash != 0 && avg::parameters_hash(downloaded->state) != verdict.swarm_hash) {
-      if (auto address = net::PeerAddress::parse(donor)) p.resync_exclude.push_back(address->endpoint);
-      return error(Code::kUnavailable, "donor " + donor + "'s parameters at epoch " +
-                                           std::to_string(downloaded->state.epoch()) + " are not those " +
-                                           std::to_string(verdict.agreeing) + " peers there share");
-    }
+    wanted = collab::judge_divergence(p.swarm.tracker().others_records(), at_donor_epoch).swarm_hash;
   }
-  if (downloaded->state.epoch() == epoch_) {
-    if (!swarm_hash) return Status();  // nothing newer than ours
-    // A resync: only the majority's parameters will do; a donor that differs too is passed over next time.
-    if (avg::parameters_hash(downloaded->state) != *swarm_hash) {
-      if (auto address = net::PeerAddress::parse(donor)) p.resync_exclude.push_back(address->endpoint);
-      return error(Code::kUnavailable, "donor " + donor + "'s parameters at epoch " + std::to_string(epoch_) +
-                                           " are not the swarm's majority's either");
-    }
+  if (wanted != 0 && avg::parameters_hash(downloaded->state) != wanted) {
+    if (auto address = net::PeerAddress::parse(donor)) p.resync_exclude.push_back(address->endpoint);
+    return error(Code::kUnavailable, "donor " + donor + "'s parameters at epoch " +
+                                         std::to_string(downloaded->state.epoch()) + " are not the swarm's leading ones");
   }
   auto from = epoch_;
   DEDLOC_RETURN_IF_ERROR(load_state(downloaded->state));
