@@ -153,7 +153,11 @@ TEST_CASE("dedloc-train: SIGINT while matchmaking for a group whose other member
   auto [dht, address] = start_dht_node();
   // Two peers that average every step; with a long matchmaking time, the survivor of its partner's stop
   // waits for it in matchmaking (its micro-batches take milliseconds, so that is where it spends its time).
-  const auto recipe = recipe_with("mlp-long-matchmaking.yaml", {{"  matchmaking_time: 1 ", "  matchmaking_time: 60 "}});
+  // Its partner may stop inside a round they had formed: the survivor's first signal would let that round
+  // run to its end (leaving gracefully), so rounds end within 3 s, and the survivor must be quiet for
+  // longer than that before the signal.
+  const auto recipe = recipe_with("mlp-long-matchmaking.yaml", {{"  matchmaking_time: 1 ", "  matchmaking_time: 60 "},
+                                                                {"  averaging_timeout: 30", "  averaging_timeout: 3"}});
   TrainerArgs a_args{.recipe = recipe, .initial_peer = address, .run_id = "interrupt-mm", .data_seed = 1,
                      .max_time = 300, .min_peers = 2};
   TrainerArgs b_args = a_args;
@@ -165,7 +169,7 @@ TEST_CASE("dedloc-train: SIGINT while matchmaking for a group whose other member
   a.kill(SIGSTOP);
   // b is stuck in its next round once its steps stop coming (a step there would be "local", not averaged).
   std::uint64_t last = b->epoch();
-  for (int quiet = 0; quiet < 20;) {
+  for (int quiet = 0; quiet < 40;) {
     b->pump(100ms);
     quiet = b->epoch() == last ? quiet + 1 : 0;
     last = b->epoch();
