@@ -472,14 +472,19 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
     line << "more buckets than a group holds: our bucket's average only";
     return;
   }
-  auto ours = averager.last_group()->derived("across");
-  const auto carrier = ours ? bucket_carrier(*ours) : std::nullopt;
+  const auto carrier = bucket_carrier(*averager.last_group());
   if (!carrier) {
     line << "no trainer of our group can carry it: our bucket's average only";
     return;
   }
+  const crypto::PeerId carrier_id = averager.last_group()->member(*carrier).id;
+  auto ours = averager.last_group()->derived("across");
+  if (!ours) {
+    line << "no group to hand it on in (" << ours.status().to_string() << "): our bucket's average only";
+    return;
+  }
   double buckets_averaged = 1;  // what the carrier tells its group: how many buckets its values hold
-  const bool carrying = ours->member(*carrier).id == averager.id();
+  const bool carrying = carrier_id == averager.id();
   if (carrying) {
     // The group's members hand their parts to us while we average with the other carriers: held, not refused.
     averager.expect(*ours);
@@ -1183,9 +1188,14 @@ Trainer::LateRound Trainer::handle_late_round(const collab::CollaborationState& 
   auto& averager = p.swarm.averager();
   const bool ours = averager.prepared_round() == round_bucket(collab::gradient_round(epoch_), epoch_).round;
   const auto search = ours ? averager.ahead_search() : avg::Averager::AheadSearch::kNone;
-  if (search == avg::Averager::AheadSearch::kFound) return LateRound::kStep;  // our group waits for us
   const auto others = p.swarm.tracker().others_records();
   if (!collab::round_over_without_us(others, epoch_)) return LateRound::kStep;
+  // A group found ahead does not keep us in a round most of the swarm finished without us: its members are
+  // a late cohort (out of a round that ran to its deadline, or a step behind from the start), and a round
+  // of their own would give them parameters of their own and keep them a step behind the swarm for good
+  // (the lab's 64 volunteers under churn: cohorts 15 s apart from the first rounds on, each gathering the
+  // global batch alone). We load the swarm's state, as any peer left behind does; withdrawing serves our
+  // group without our share, so members already in its round are not held.
   if (search == avg::Averager::AheadSearch::kSearching) return LateRound::kWait;  // it ends within matchmaking_time
   if (std::chrono::steady_clock::now() < p.next_catch_up) return LateRound::kStep;  // the backoff after a failed download
   const auto past = std::count_if(others.begin(), others.end(), [&](const auto& r) { return r.epoch > epoch_; });

@@ -285,9 +285,9 @@ class Trainer {
   // A resync when the progress records say our parameters left the majority's; true when it tried one.
   bool resync_if_diverged(TrainerReport& report);
   // What a lagging peer does once the swarm ahead of it finished our round without us
-  // (collab::round_over_without_us): kStep when it still holds a group found ahead (or may not download
-  // yet), kWait while its search ahead may still find one, kCaughtUp when it loaded the swarm's state (or
-  // tried to) instead of looking for a group nobody looks for any more.
+  // (collab::round_over_without_us): kStep when it may not download yet, kWait while its search ahead
+  // may still find a group, kCaughtUp when it loaded the swarm's state (or tried to) instead of averaging
+  // in a round nobody else takes part in any more, also when a group found ahead holds it (a late cohort).
   enum class LateRound { kStep, kWait, kCaughtUp };
   // The key and the expected peers of a round ("grad.N", "params.N"): its bucket when the swarm outgrows
   // one group (TrainerOptions::group_buckets), decided once per round.
