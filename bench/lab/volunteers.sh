@@ -37,7 +37,7 @@ import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 print("| run | global steps/s | samples/s | goodput (averaged samples/s) | steps averaged | rounds sat out "
       "| steps and rounds sat out averaged | joiners' median s to an averaged step "
-      "| wave: downloads / donors / most from one | longest round / deadline | non-finite losses | peak RSS per trainer (MiB) |")
+      "| wave: joins' donors / most from one; downloads in all / donors / most from one | longest round / deadline | non-finite losses | peak RSS per trainer (MiB) |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
 goodput = {"churn": [], "steady": []}
 for r in range(1, rounds + 1):
@@ -46,7 +46,8 @@ for r in range(1, rounds + 1):
         goodput[kind].append(rep["averaged_samples_per_s"])
         waves = rep.get("waves", {})
         wave = next(iter(waves.values()), None)
-        wave_text = f'{wave["downloads"]} / {wave["donors"]} / {wave["max_per_donor"]}' if wave else "-"
+        wave_text = (f'{wave["join"]["donors"]} / {wave["join"]["max_per_donor"]}; '
+                     f'{wave["downloads"]} / {wave["donors"]} / {wave["max_per_donor"]}') if wave else "-"
         peak = max(g["peak_rss_mib"] for g in rep["groups"].values() if g["role"] != "aux")
         print(f'| {kind} {r} | {rep["global_steps_per_s"]:.3f} | {rep["samples_per_s"]:.0f} | {rep["averaged_samples_per_s"]:.0f} '
               f'| {100 * rep["averaged_fraction"]:.1f}% | {rep.get("missed_rounds", 0)} '

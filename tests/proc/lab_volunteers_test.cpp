@@ -22,11 +22,13 @@ TEST_CASE("Lab scenario: 64 volunteers with churn, a wave of 16 joiners and a de
   CHECK(report["averaged_fraction"].get<double>() >= 0.6);
   CHECK(report["nonfinite_losses"].get<int>() == 0);
   CHECK(report["longest_round_over_deadline"].get<double>() <= 1.05);
-  // The wave of 16 spreads over the donors instead of all downloading from one.
+  // The wave of 16 joins spread over the donors instead of all downloading from one. (Its later downloads,
+  // rounds sat out and resyncs, come one at a time; under churn each joiner makes 5 to 9 of them.)
   const auto& wave = report["waves"]["wave"];
   CHECK(wave["downloads"].get<int>() >= 16);
-  CHECK(wave["donors"].get<int>() >= 4);
-  CHECK(wave["max_per_donor"].get<int>() <= 8);
+  CHECK(wave["join"]["downloads"].get<int>() >= 15);
+  CHECK(wave["join"]["donors"].get<int>() >= 4);
+  CHECK(wave["join"]["max_per_donor"].get<int>() <= 8);
   CHECK(wave["averaged"].get<int>() >= 12);
   for (const char* group : {"node", "home", "wave"}) {
     INFO(group);

@@ -75,6 +75,9 @@ nlohmann::json build_report(const RunRecord& run) {
   std::map<std::string, std::string> name_of_peer;  // peer id -> lab host name, from the ready lines
   std::vector<std::pair<std::string, double>> downloads;                 // (donor peer id, seconds)
   std::map<size_t, std::vector<std::pair<std::string, double>>> wave_downloads;  // per joining group
+  // ... and of those, each joiner's first: its join, the download a crowd of newcomers makes at once
+  std::map<size_t, std::vector<std::pair<std::string, double>>> wave_joins;
+  std::set<size_t> joined;  // processes whose first download is in wave_joins
   std::map<size_t, TimePoint> last_event;  // per process: its last step or download (a gap is a wait)
   double longest_gap = 0;
   std::string longest_gap_peer;
@@ -97,6 +100,7 @@ nlohmann::json build_report(const RunRecord& run) {
       const int group = run.hosts[host].group;
       if (group >= 0 && s.groups[static_cast<size_t>(group)].join_at > Duration::zero() && starts.size() == 1) {
         wave_downloads[static_cast<size_t>(group)].push_back(download);  // the wave's first start only
+        if (joined.insert(line.process).second) wave_joins[static_cast<size_t>(group)].push_back(download);
       }
     }
     if (event == "loaded_state" && j.value("missed_round", false) && line.at >= run.warm && line.at <= run.end) {
@@ -216,7 +220,10 @@ nlohmann::json build_report(const RunRecord& run) {
       if (progress.first) to_state.push_back(seconds(*progress.first - started));
       if (progress.second) to_averaged.push_back(seconds(*progress.second - started));
     }
+    // Every download its joiners made while the run lasted (rounds sat out and resyncs too), and their
+    // joins alone: the crowd that arrives at once, which must not all pick one donor.
     nlohmann::json wave = donor_load(wave_downloads[g], name_of_peer);
+    wave["join"] = donor_load(wave_joins[g], name_of_peer);
     wave["joiners"] = s.groups[g].count;
     wave["to_state_median_s"] = median(to_state);
     wave["to_averaged_step_median_s"] = median(to_averaged);
@@ -354,8 +361,10 @@ std::string describe_report(const nlohmann::json& r) {
   out << "  state downloads " << d["downloads"] << " from " << d["donors"] << " donors, at most " << d["max_per_donor"]
       << " from one (" << d["busiest_donor"].get<std::string>() << "), median " << d["median_download_s"].get<double>() << " s\n";
   for (const auto& [name, w] : r["waves"].items()) {
-    out << "  wave " << name << ": " << w["joiners"] << " joiners, " << w["downloads"] << " downloads from " << w["donors"]
-        << " donors (at most " << w["max_per_donor"] << " from one), median " << w["to_state_median_s"].get<double>()
+    const auto& join = w["join"];
+    out << "  wave " << name << ": " << w["joiners"] << " joiners, their joins from " << join["donors"]
+        << " donors (at most " << join["max_per_donor"] << " from one); " << w["downloads"] << " downloads in all from "
+        << w["donors"] << " donors (at most " << w["max_per_donor"] << " from one), median " << w["to_state_median_s"].get<double>()
         << " s to the state and " << w["to_averaged_step_median_s"].get<double>() << " s to an averaged step ("
         << w["averaged"] << " averaged)\n";
   }
