@@ -473,18 +473,13 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
     return;
   }
   const auto carrier = bucket_carrier(*averager.last_group());
-  if (!carrier) {
+  auto ours = averager.last_group()->derived("across");  // fails only where no trainer reduces: no carrier
+  if (!carrier || !ours) {
     line << "no trainer of our group can carry it: our bucket's average only";
     return;
   }
-  const crypto::PeerId carrier_id = averager.last_group()->member(*carrier).id;
-  auto ours = averager.last_group()->derived("across");
-  if (!ours) {
-    line << "no group to hand it on in (" << ours.status().to_string() << "): our bucket's average only";
-    return;
-  }
   double buckets_averaged = 1;  // what the carrier tells its group: how many buckets its values hold
-  const bool carrying = carrier_id == averager.id();
+  const bool carrying = averager.last_group()->member(*carrier).id == averager.id();
   if (carrying) {
     // The group's members hand their parts to us while we average with the other carriers: held, not refused.
     averager.expect(*ours);
