@@ -54,8 +54,10 @@ struct Outcome {
 };
 
 // Starts the group (member `victim` dies after `die_after` part events) and collects the survivors.
+// With `relay` (a relay's tcp://HOST:PORT/k/KEY), client members attach to it and are pinged through it.
 std::map<size_t, Outcome> run_group(const std::vector<std::string>& roles, size_t victim, size_t die_after,
-                                    int sender_timeout_ms, int reducer_timeout_ms, int liveness_timeout_ms = 0) {
+                                    int sender_timeout_ms, int reducer_timeout_ms, int liveness_timeout_ms = 0,
+                                    const std::string& relay = "") {
   std::string ports, role_list;
   for (size_t i = 0; i < roles.size(); ++i) {
     ports += (i ? "," : "") + std::to_string(free_port());
@@ -73,6 +75,7 @@ std::map<size_t, Outcome> run_group(const std::vector<std::string>& roles, size_
                                   "--liveness-timeout-ms", std::to_string(liveness_timeout_ms),
                                   "--out", members[i].out};
     if (i == victim) args.insert(args.end(), {"--die-after-parts", std::to_string(die_after)});
+    if (!relay.empty()) args.insert(args.end(), {"--relay", relay});
     members[i].process.emplace(test::ChildProcess::spawn(args));
     auto ready = members[i].process->read_line(30s);
     REQUIRE(ready.has_value());
@@ -229,5 +232,30 @@ TEST_CASE("SIGKILL a member mid-round: a ping it leaves unanswered ends both wai
       CHECK((mean || (own && begin >= 3 * 60000)));
     }
     CHECK(outcome.report["averaged_fraction"].get<double>() < 1.0);
+  }
+}
+
+TEST_CASE("SIGKILL a client-mode member mid-round: pinged through its relay, it is known gone long before the "
+          "sender timeout", "[proc][avg]") {
+  // Nobody can dial a client (behind NAT); its relay answers for it. Member 3 only sends, through nothing
+  // but the connections it opened itself, and dies after its 8th part. The sender timeout is the recipe's
+  // default (15 s): without a ping through the relay the reducers would wait that long for its parts.
+  auto [relay, ready] = test::start_ready({test::binary_path("tools/dedloc-relay/dedloc-relay"), "--log-level", "warning",
+                                           "serve", "--listen", "tcp://127.0.0.1:0"});
+  const std::string relay_endpoint = ready["endpoints"][0].get<std::string>();
+  auto survivors = run_group({"node", "node", "node", "client"}, 3, 8, 15000, 30000, 500, relay_endpoint);
+  REQUIRE(survivors.size() == 3);
+  const double with = mean_factor({0, 1, 2, 3}), without = mean_factor({0, 1, 2});
+  for (auto& [i, outcome] : survivors) {
+    INFO("member " << i << ": " << outcome.report.dump());
+    CHECK(outcome.report["seconds"].get<double>() < 3.0);  // 2 x liveness_timeout + a loaded machine's margin
+    CHECK(outcome.report["gone"] == nlohmann::json::array({3}));
+    CHECK(outcome.report["banned"] == nlohmann::json::array({3}));
+    CHECK(outcome.report["averaged_fraction"] == 1.0);  // every reducer is alive and answered
+    for (size_t begin = 0; begin < kLength; begin += kPart) {
+      auto factor = factor_of(outcome.vector, begin, begin + kPart);
+      REQUIRE(factor.has_value());
+      CHECK((std::abs(*factor - with) < 1e-5 || std::abs(*factor - without) < 1e-5));
+    }
   }
 }

@@ -3,13 +3,14 @@
 //
 //   avg_member --index I --ports P0,P1,... --roles node,client,aux,... --length L --part E
 //              [--codec none] [--sender-timeout-ms 1000] [--reducer-timeout-ms 2000]
-//              [--liveness-timeout-ms 0] [--die-after-parts N] --out FILE
+//              [--liveness-timeout-ms 0] [--die-after-parts N] [--relay tcp://HOST:PORT/k/KEY] --out FILE
 //
 // Member i has identity seed (i+1)×32, listens on 127.0.0.1:P_i, holds x_i[k] = (i+1)·g(k) (g: a fixed
 // pattern), weighs i+1, and averages once with the others. With --die-after-parts it SIGKILLs itself after
 // its N-th part event (a part sent, or a part it reduced). It prints {"ready": true} once it serves the
 // round, one JSON line with what it saw at the end, and writes its final vector to FILE (raw float32),
-// atomically.
+// atomically. With --relay, client members attach to that relay and every member lists their addresses
+// through it in the group (wire::AvgBegin::relays), where the liveness pings reach them.
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -22,6 +23,8 @@
 #include "dedloc/avg/all_reduce.hpp"
 #include "dedloc/core/files.hpp"
 #include "dedloc/crypto/identity.hpp"
+#include "dedloc/net/peer_address.hpp"
+#include "dedloc/net/relay_link.hpp"
 
 using namespace dedloc;
 
@@ -46,7 +49,7 @@ int main(int argc, char** argv) {
   size_t index = 0, length = 0, part = 0, die_after = 0;
   std::vector<int> ports;
   std::vector<std::string> roles;
-  std::string codec_name = "none", out;
+  std::string codec_name = "none", out, relay;
   int sender_ms = 1000, reducer_ms = 2000, liveness_ms = 0;
   CLI::App app{"one member of a fixed averaging group (proc tests)"};
   app.add_option("--index", index)->required();
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
   app.add_option("--reducer-timeout-ms", reducer_ms);
   app.add_option("--liveness-timeout-ms", liveness_ms);
   app.add_option("--die-after-parts", die_after);
+  app.add_option("--relay", relay);
   app.add_option("--out", out)->required();
   CLI11_PARSE(app, argc, argv);
   const size_t n = ports.size();
@@ -76,6 +80,8 @@ int main(int argc, char** argv) {
     begin.ids.push_back(identity_of(i).peer_id());
     begin.endpoints.push_back(role == avg::AvgRole::kClient ? "" : "tcp://127.0.0.1:" + std::to_string(ports[i]));
     begin.roles.push_back(role);
+    begin.relays.push_back(role == avg::AvgRole::kClient && !relay.empty()
+                               ? net::relay_address(relay, identity_of(i).peer_id()) : "");
     begin.counts.push_back(role == avg::AvgRole::kClient ? 0 : length / reducers);
   }
   for (size_t i = n; i-- > 0;) {
@@ -104,6 +110,16 @@ int main(int argc, char** argv) {
   // (a resend would count as another part event of their sender's --die-after-parts).
   all_reduce.expect(*group);
   if (!server.start().is_ok()) return 4;
+  std::optional<net::RelayLink> relay_link;
+  if (my_role == avg::AvgRole::kClient && !relay.empty()) {
+    auto relay_address = net::PeerAddress::parse(relay);
+    if (!relay_address) return 2;
+    relay_link.emplace(context, me, net::RelayLinkOptions{.relay = *relay_address, .local_endpoint = server.endpoint(), .log = &quiet});
+    if (auto attached = relay_link->start(); !attached.is_ok()) {
+      std::cerr << attached.to_string() << "\n";
+      return 4;
+    }
+  }
   std::cout << nlohmann::json{{"ready", true}}.dump() << std::endl;
 
   std::vector<float> vector;

@@ -399,6 +399,39 @@ TEST_CASE("Averaging messages decode to the fields they were encoded from, and h
   bad_join = merge;
   bad_join.companions[1].endpoint.assign(300, 'x');
   refused_join(bad_join);
+
+  // A client's address through its relay rides its join, its merging leader's companions and the BEGIN
+  // (pings reach it there); without one nothing is sent, and a BEGIN without "rlys" (an older leader's)
+  // decodes to one empty relay per member.
+  AvgJoin relayed{"run1_grad", Bytes(32, 0x33), "", AvgRole::kClient, 2e7, 0, 1};
+  relayed.relay = "relay://10.0.0.8:7100/p/" + filled_id(6).to_string();
+  CHECK(round_trip(relayed).relay == relayed.relay);
+  AvgJoin merge_relayed = merge;
+  merge_relayed.companions[1].relay = relayed.relay;
+  CHECK(round_trip(merge_relayed).companions == merge_relayed.companions);
+  CHECK(round_trip(merge).companions[1].relay.empty());
+  AvgBegin with_relays{Bytes(16, 0x77), {filled_id(2), filled_id(3)}, {"tcp://10.0.0.2:7000", ""},
+                       {AvgRole::kNode, AvgRole::kClient}, {1000, 0}, 1000, 256, {"", relayed.relay}};
+  CHECK(round_trip(with_relays).relays == with_relays.relays);
+  AvgBegin without_relays = with_relays;
+  without_relays.relays.clear();
+  CHECK(round_trip(without_relays).relays == std::vector<std::string>{"", ""});
+  bad_join = relayed;
+  bad_join.relay.assign(300, 'x');
+  refused_join(bad_join);
+  auto refused_begin = [&](const AvgBegin& message) {
+    MapWriter body;
+    message.encode(body);
+    auto r = AvgBegin::decode(decode_body(body, MessageType::kAvgBegin).body());
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().code() == Code::kMalformed);
+  };
+  AvgBegin bad_begin = with_relays;
+  bad_begin.relays = {relayed.relay};  // one relay for two members
+  refused_begin(bad_begin);
+  bad_begin = with_relays;
+  bad_begin.relays[1].assign(300, 'x');
+  refused_begin(bad_begin);
   bad = description;
   bad.metadata["big"] = std::string(kMaxStateEntryStringBytes + 1, 'x');
   refused_reply(bad);

@@ -325,18 +325,19 @@ struct Sender : std::enable_shared_from_this<Sender> {
   }
 
   // Pings every member we still wait on (its parts for our reducer, or its answers to ours) that is not
-  // already being pinged and can be dialled; one that does not answer by `timeout` is marked gone, for
+  // already being pinged and can be reached (a client through its relay, which answers at once that a
+  // client no longer attached is not there); one that does not answer by `timeout` is marked gone, for
   // the waiting caller to act on. Under `mutex`.
   // `owes`: per member, whether our reducer still waits for its parts.
   void ping_awaited(const std::vector<bool>& owes, Duration timeout) {
     for (size_t m = 0; m < group->size(); ++m) {
       const Member& member = group->member(m);
-      if (pinging[m] || gone[m] || member.endpoint.empty() || member.id == client_self) continue;
+      if (pinging[m] || gone[m] || member.ping_endpoint().empty() || member.id == client_self) continue;
       bool awaited = owes[m];
       for (const ToReducer& r : reducers) awaited = awaited || (r.member == m && !r.failed && r.unresolved > 0);
       if (!awaited) continue;
       pinging[m] = true;
-      client->call(member.endpoint, net::Outgoing::of(wire::Ping{SystemClock::instance().unix_seconds()}),
+      client->call(member.ping_endpoint(), net::Outgoing::of(wire::Ping{SystemClock::instance().unix_seconds()}),
                    Deadline::after(timeout), [self = shared_from_this(), m](Result<net::Incoming>&& reply) {
                      std::lock_guard lock(self->mutex);
                      self->pinging[m] = false;

@@ -30,10 +30,12 @@
 // within liveness_timeout is gone: a SIGKILLed process's port refuses connections, and ZeroMQ retries
 // them silently until the ping's deadline. Its parts are averaged without it (our reducer bans it) and
 // we keep our own values for its share (our sender gives up on it, closing the connection so that the
-// parts in flight to it resolve now). A client-mode member cannot be dialled, so only sender_timeout ends
-// a wait for one. The ping rides the connection that carries our parts to that member, behind what is
-// still queued: liveness_timeout must cover a part's round trip under load (the trainer derives it from
-// the round trips it measured, collab/averaging_timeouts.hpp).
+// parts in flight to it resolve now). A client-mode member cannot be dialled: it is pinged through its
+// relay (Member::relay, from its join), and the relay answers at once that a client whose link closed is
+// not attached; a client without one is waited for only until sender_timeout. The ping rides the
+// connection that carries our parts to that member, behind what is still queued: liveness_timeout must
+// cover a part's round trip under load (the trainer derives it from the round trips it measured,
+// collab/averaging_timeouts.hpp).
 //
 // Without compression our parts are sent straight from the caller's vector (ZeroMQ zero-copy frames): run()
 // returns only once ZeroMQ has let go of all of them, and to that end closes its client's connections to

@@ -107,6 +107,8 @@ void Averager::set_part_timeouts(Duration sender_timeout, Duration reducer_timeo
   options_.all_reduce.liveness_timeout = liveness_timeout;
 }
 
+void Averager::set_relay_address(std::string address) { matchmaker_->set_relay_address(std::move(address)); }
+
 std::string Averager::endpoint() const { return server_->endpoint(); }
 
 std::string averager_in_process_endpoint(const crypto::PeerId& self) {

@@ -143,6 +143,9 @@ class Averager {
   // all-reduce's sender, reducer and liveness timeouts (AllReduceOptions). The caller thread's.
   void set_matchmaking_times(Duration matchmaking_time, Duration grace);
   void set_part_timeouts(Duration sender_timeout, Duration reducer_timeout, Duration liveness_timeout);
+  // A client's address through its relay, announced with its joins so that its groups can ping it
+  // (Matchmaker::set_relay_address). Thread-safe.
+  void set_relay_address(std::string address);
 
   std::string endpoint() const;
   // Where others dial our averaging server: --announce, or the bound endpoint with a wildcard host replaced

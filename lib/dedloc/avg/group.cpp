@@ -23,6 +23,8 @@ Result<Group> Group::from_begin(wire::AvgBegin begin) {
     return bad("member arrays differ in length");
   }
   if (begin.part_elements == 0) return bad("part size must be positive");
+  if (begin.relays.empty()) begin.relays.resize(n);
+  if (begin.relays.size() != n) return bad("member arrays differ in length");
   std::uint64_t parts = 0, total = 0;
   for (size_t i = 0; i < n; ++i) {
     if (begin.counts[i] > begin.length) return bad("a member's count exceeds the vector");
@@ -35,7 +37,7 @@ Result<Group> Group::from_begin(wire::AvgBegin begin) {
   Group group;
   std::uint64_t offset = 0;
   for (size_t i = 0; i < n; ++i) {
-    Member member{begin.ids[i], begin.endpoints[i], begin.roles[i]};
+    Member member{begin.ids[i], begin.endpoints[i], begin.roles[i], begin.relays[i]};
     if (!member.reduces() && begin.counts[i] > 0) return bad("a client-mode member was given elements to reduce");
     if (begin.counts[i] > 0 && member.endpoint.empty()) return bad("a reducer without an endpoint");
     for (size_t j = 0; j < i; ++j) {
@@ -72,6 +74,7 @@ Result<Group> Group::derived(std::string_view salt) const {
     next.ids.push_back(members_[i].id);
     next.endpoints.push_back(members_[i].endpoint);
     next.roles.push_back(members_[i].role);
+    next.relays.push_back(members_[i].relay);
     next.counts.push_back(0);
     reducers += members_[i].reduces() ? 1 : 0;
   }

@@ -42,9 +42,12 @@ struct Member {
   crypto::PeerId id;
   std::string endpoint;  // where its reducer listens; empty for a client
   AvgRole role = AvgRole::kNode;
+  std::string relay;     // a client's address through its relay, where it answers pings; empty if none
 
   bool sends() const { return role != AvgRole::kAux; }
   bool reduces() const { return role != AvgRole::kClient; }
+  // Where a liveness ping reaches it: its endpoint, else its relay address; empty: nowhere.
+  const std::string& ping_endpoint() const { return endpoint.empty() ? relay : endpoint; }
 };
 
 struct Part {

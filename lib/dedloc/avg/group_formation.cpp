@@ -155,7 +155,7 @@ std::optional<wire::AvgJoinRefused> GroupFormation::on_join(const crypto::PeerId
                                                         std::to_string(missing) + " trainer(s) still expected");
     }
   }
-  followers_.push_back(Follower{Member{who, join.endpoint, join.role}, join.bandwidth, join.companions, join.wait_until});
+  followers_.push_back(Follower{Member{who, join.endpoint, join.role, join.relay}, join.bandwidth, join.companions, join.wait_until});
   last_join_at_ = now;
   const size_t expected = expected_senders();
   if (!quorum_at_ && expected > 0 && senders() >= quorum_of(expected)) quorum_at_ = now;
@@ -168,7 +168,7 @@ std::optional<std::vector<wire::JoinCompanion>> GroupFormation::ask(const std::s
   following_ = leader;
   std::vector<wire::JoinCompanion> companions;
   for (const auto& f : followers_) {
-    companions.push_back({f.member.id, f.member.endpoint, f.member.role, f.bandwidth});
+    companions.push_back({f.member.id, f.member.endpoint, f.member.role, f.bandwidth, f.member.relay});
     companions.insert(companions.end(), f.companions.begin(), f.companions.end());
   }
   return companions;
@@ -192,7 +192,7 @@ Assembly GroupFormation::assemble(Bytes group_id, std::uint64_t shuffle_seed) {
   std::vector<Planned> members{{Member{self_, search_.endpoint, search_.role}, search_.bandwidth}};
   for (const auto& f : followers_) {
     members.push_back({f.member, f.bandwidth});
-    for (const auto& c : f.companions) members.push_back({Member{c.id, c.endpoint, c.role}, c.bandwidth});
+    for (const auto& c : f.companions) members.push_back({Member{c.id, c.endpoint, c.role, c.relay}, c.bandwidth});
   }
   const size_t expected = expected_senders();
   std::optional<Duration> quorum_to_full;
@@ -218,6 +218,7 @@ Assembly GroupFormation::assemble(Bytes group_id, std::uint64_t shuffle_seed) {
       begin.ids.push_back(m.member.id);
       begin.endpoints.push_back(m.member.endpoint);
       begin.roles.push_back(m.member.role);
+      begin.relays.push_back(m.member.relay);
     }
     begin.counts = *counts;
     begin.length = search_.vector_length;

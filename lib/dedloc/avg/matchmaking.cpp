@@ -47,6 +47,11 @@ void Matchmaker::set_times(Duration matchmaking_time, Duration grace) {
   options_.grace = grace;
 }
 
+void Matchmaker::set_relay_address(std::string address) {
+  std::lock_guard lock(mutex_);
+  relay_ = std::move(address);
+}
+
 Matchmaker::SearchReport Matchmaker::last_search() const {
   std::lock_guard lock(mutex_);
   return last_search_;
@@ -135,6 +140,10 @@ Matchmaker::JoinOutcome Matchmaker::try_join(const net::PeerAddress& leader, Dea
   const double wait_until = clock_.unix_seconds() + std::chrono::duration<double>(deadline.remaining(clock_)).count();
   wire::AvgJoin join{options_.group_key, options_.schema_hash, endpoint_, options_.role, options_.bandwidth,
                      wait_until, 1 + companions.size(), companions};
+  if (options_.role == AvgRole::kClient) {
+    std::lock_guard lock(mutex_);
+    join.relay = relay_;
+  }
   auto reply = client_.call(leader.endpoint, net::Outgoing::of(join), deadline).wait();
   if (!reply) return {std::nullopt, {}, reply.status().to_string(), std::nullopt};
   if (leader.peer_id && reply->envelope().sender != *leader.peer_id) return {std::nullopt, {}, "answered as another peer", std::nullopt};

@@ -106,6 +106,9 @@ class Matchmaker {
   // The matchmaking time and quorum grace of later searches (the trainer learns them per round:
   // collab/averaging_timeouts.hpp). Thread-safe; a search in progress keeps its own.
   void set_times(Duration matchmaking_time, Duration grace);
+  // A client's address through its relay (relay://...; empty: none), sent with its later joins so that the
+  // other members can ping it during a round (AvgJoin::relay). Thread-safe.
+  void set_relay_address(std::string address);
 
   // What the last search that found a group saw (for the caller's estimates).
   struct SearchReport {
@@ -156,6 +159,7 @@ class Matchmaker {
   net::Client& client_;
   crypto::PeerId self_;
   std::string endpoint_;  // set when looking starts (the server is bound by then)
+  std::string relay_;     // set_relay_address; under mutex_
   MatchmakingOptions options_;
   Logger* log_;
   const Clock& clock_;

@@ -75,6 +75,7 @@ void SwarmPresence::attach_to_relay() {
   }
   relay_keeper_ = std::move(keeper);
   donor_endpoint_ = relay_keeper_->address();
+  averager_->set_relay_address(donor_endpoint_);  // our groups ping us there (wire::AvgJoin::relay)
   Logger::Line(options_.log, LogLevel::kInfo, kLog) << "reachable through a relay at " << donor_endpoint_;
 }
 
@@ -83,6 +84,7 @@ void SwarmPresence::publish_donor_and_metrics(const collab::PeerMetrics& metrics
     auto address = relay_keeper_->address();
     if (!address.empty() && address != donor_endpoint_) {
       donor_endpoint_ = address;
+      averager_->set_relay_address(address);
       force = true;
     }
   }

@@ -1,5 +1,6 @@
 #include "dedloc/wire/avg_messages.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -33,18 +34,23 @@ void AvgJoin::encode(MapWriter& out) const {
       .put("bw", bandwidth)
       .put("until", wait_until)
       .put("n", members);
+  if (!relay.empty()) out.put("rly", relay);
   if (companions.empty()) return;  // the common case stays small
   std::vector<Bytes> ids;
-  std::vector<std::string> endpoints;
+  std::vector<std::string> endpoints, relays;
   std::vector<std::uint64_t> roles;
   std::vector<double> bandwidths;
+  bool any_relay = false;
   for (const auto& c : companions) {
     ids.emplace_back(c.id.span().begin(), c.id.span().end());
     endpoints.push_back(c.endpoint);
     roles.push_back(static_cast<std::uint64_t>(c.role));
     bandwidths.push_back(c.bandwidth);
+    relays.push_back(c.relay);
+    any_relay = any_relay || !c.relay.empty();
   }
   out.put_binaries("cids", ids).put_strings("ceps", endpoints).put_uints("croles", roles).put_doubles("cbws", bandwidths);
+  if (any_relay) out.put_strings("crlys", relays);
 }
 
 Result<AvgJoin> AvgJoin::decode(MapReader in) {
@@ -54,10 +60,12 @@ Result<AvgJoin> AvgJoin::decode(MapReader in) {
   std::vector<std::string> companion_endpoints;
   std::vector<std::uint64_t> companion_roles;
   std::vector<double> companion_bandwidths;
+  std::vector<std::string> companion_relays;
   in.get("grp", m.group_key).get("schema", m.schema_hash).get_optional("ep", m.endpoint).get("role", role)
-      .get("bw", m.bandwidth).get("until", m.wait_until).get_optional("n", m.members)
+      .get("bw", m.bandwidth).get("until", m.wait_until).get_optional("n", m.members).get_optional("rly", m.relay)
       .get_optional("cids", companion_ids).get_optional("ceps", companion_endpoints)
-      .get_optional("croles", companion_roles).get_optional("cbws", companion_bandwidths);
+      .get_optional("croles", companion_roles).get_optional("cbws", companion_bandwidths)
+      .get_optional("crlys", companion_relays);
   DEDLOC_RETURN_IF_ERROR(in.status());
   auto r = role_from(role, kName);
   if (!r) return r.status();
@@ -65,6 +73,7 @@ Result<AvgJoin> AvgJoin::decode(MapReader in) {
   if (m.group_key.empty() || m.group_key.size() > kMaxGroupKeyBytes) return malformed(kName, "group key of bad length");
   if (m.schema_hash.size() != kSchemaHashBytes) return malformed(kName, "a schema hash must have 32 bytes");
   if (m.endpoint.size() > 256) return malformed(kName, "endpoint too long");
+  if (m.relay.size() > 256) return malformed(kName, "relay address too long");
   if (!std::isfinite(m.bandwidth) || m.bandwidth <= 0) return malformed(kName, "bandwidth must be a positive number");
   if (!std::isfinite(m.wait_until)) return malformed(kName, "'until' must be a finite time");
   if (m.members == 0 || m.members > kMaxGroupSize) return malformed(kName, "members out of range");
@@ -72,6 +81,8 @@ Result<AvgJoin> AvgJoin::decode(MapReader in) {
   if (companion_endpoints.size() != n || companion_roles.size() != n || companion_bandwidths.size() != n) {
     return malformed(kName, "companion arrays differ in length");
   }
+  if (!companion_relays.empty() && companion_relays.size() != n) return malformed(kName, "companion arrays differ in length");
+  companion_relays.resize(n);
   if (m.members != 1 + n) return malformed(kName, "'n' must count the joiner and its companions");
   for (size_t i = 0; i < n; ++i) {
     auto id = crypto::PeerId::from_bytes(companion_ids[i]);
@@ -79,10 +90,12 @@ Result<AvgJoin> AvgJoin::decode(MapReader in) {
     auto companion_role = role_from(companion_roles[i], kName);
     if (!companion_role) return companion_role.status();
     if (companion_endpoints[i].size() > 256) return malformed(kName, "endpoint too long");
+    if (companion_relays[i].size() > 256) return malformed(kName, "relay address too long");
     if (!std::isfinite(companion_bandwidths[i]) || companion_bandwidths[i] <= 0) {
       return malformed(kName, "a companion's bandwidth must be a positive number");
     }
-    m.companions.push_back({*id, std::move(companion_endpoints[i]), *companion_role, companion_bandwidths[i]});
+    m.companions.push_back({*id, std::move(companion_endpoints[i]), *companion_role, companion_bandwidths[i],
+                            std::move(companion_relays[i])});
   }
   return m;
 }
@@ -100,6 +113,7 @@ void AvgBegin::encode(MapWriter& out) const {
       .put_uints("counts", counts)
       .put("len", length)
       .put("part", part_elements);
+  if (std::any_of(relays.begin(), relays.end(), [](const std::string& r) { return !r.empty(); })) out.put_strings("rlys", relays);
 }
 
 Result<AvgBegin> AvgBegin::decode(MapReader in) {
@@ -107,12 +121,13 @@ Result<AvgBegin> AvgBegin::decode(MapReader in) {
   std::vector<Bytes> raw_ids;
   std::vector<std::uint64_t> raw_roles;
   in.get("gid", m.group_id).get("ids", raw_ids).get("eps", m.endpoints).get("roles", raw_roles)
-      .get("counts", m.counts).get("len", m.length).get("part", m.part_elements);
+      .get("counts", m.counts).get("len", m.length).get("part", m.part_elements).get_optional("rlys", m.relays);
   DEDLOC_RETURN_IF_ERROR(in.status());
   DEDLOC_RETURN_IF_ERROR(check_group_id(m.group_id, kName));
   size_t n = raw_ids.size();
   if (n == 0 || n > kMaxGroupSize) return malformed(kName, "group size out of range");
-  if (m.endpoints.size() != n || raw_roles.size() != n || m.counts.size() != n) {
+  if (m.relays.empty()) m.relays.resize(n);
+  if (m.endpoints.size() != n || raw_roles.size() != n || m.counts.size() != n || m.relays.size() != n) {
     return malformed(kName, "member arrays differ in length");
   }
   if (m.length > (std::uint64_t{1} << 48)) return malformed(kName, "vector length over the limit");
@@ -125,6 +140,7 @@ Result<AvgBegin> AvgBegin::decode(MapReader in) {
     if (!role) return role.status();
     m.roles.push_back(*role);
     if (m.endpoints[i].size() > 256) return malformed(kName, "endpoint too long");
+    if (m.relays[i].size() > 256) return malformed(kName, "relay address too long");
     if (m.counts[i] > m.length) return malformed(kName, "a member's count exceeds the vector");
     total += m.counts[i];  // no overflow: at most 256 terms, each <= length <= 2^48
   }

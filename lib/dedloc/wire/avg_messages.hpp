@@ -45,6 +45,7 @@ struct JoinCompanion {
   std::string endpoint;  // empty for a client
   AvgRole role = AvgRole::kNode;
   double bandwidth = 0;  // bytes/s each way
+  std::string relay;     // a client's address through its relay (pings only); empty otherwise
 
   bool operator==(const JoinCompanion&) const = default;
 };
@@ -62,6 +63,10 @@ struct AvgJoin {
   // A leader merging its partly filled group into an earlier leader's brings its followers along: the
   // earlier leader puts them all in BEGIN and the merging leader passes BEGIN on to them.
   std::vector<JoinCompanion> companions;
+  // "rly", left out when empty: a client's address through its relay (relay://...), where the other
+  // members ping it during a round to learn at once that it died (its parts would otherwise be waited
+  // for to the sender timeout). Nothing else is sent there.
+  std::string relay;
 
   void encode(MapWriter& out) const;
   static Result<AvgJoin> decode(MapReader in);
@@ -77,6 +82,10 @@ struct AvgBegin {
   std::vector<std::uint64_t> counts;      // elements each member reduces (0 for clients); sums to `length`
   std::uint64_t length = 0;               // elements of the whole vector
   std::uint64_t part_elements = 0;        // each reducer's range is cut into parts of this many elements
+  // "rlys": same order, the clients' addresses through their relays (AvgJoin::relay), for liveness pings.
+  // Left out when every one is empty (so older leaders send none); decoded, one per member, all empty
+  // when absent. Built locally it may also be left empty: no member has one.
+  std::vector<std::string> relays;
 
   void encode(MapWriter& out) const;
   static Result<AvgBegin> decode(MapReader in);

@@ -231,6 +231,40 @@ TEST_CASE("Group formation: a group forms as soon as it is full, with everyone's
   CHECK(p.formation.group_size() == 1);
 }
 
+TEST_CASE("Group formation: a client's relay address, from its join or its leader's companions, is in the BEGIN",
+          "[unit][avg][matchmaking]") {
+  // Members ping a client there during the round (avg/all_reduce.hpp); a merging leader passes it on.
+  Peer p(search_for(5));
+  const std::string relay_of_joiner = "relay://10.0.0.8:7100/p/joiner", relay_of_brought = "relay://10.0.0.8:7100/p/brought";
+  const auto joiner = p.other(), brought = p.other(), node = p.take();
+  auto client_join = join_as(AvgRole::kClient, {wire::JoinCompanion{brought, "", AvgRole::kClient, 1e8, relay_of_brought}});
+  client_join.relay = relay_of_joiner;
+  REQUIRE_FALSE(p.formation.on_join(joiner, client_join, p.clock.now()));
+
+  auto companions = p.formation.ask("tcp://10.0.0.9:5000/p/earlier");
+  REQUIRE(companions);
+  REQUIRE(companions->size() == 3);
+  CHECK((*companions)[0].relay.empty());
+  CHECK((*companions)[1] == wire::JoinCompanion{joiner, "", AvgRole::kClient, 1e8, relay_of_joiner});
+  CHECK((*companions)[2].relay == relay_of_brought);
+  p.formation.on_refused();
+
+  auto assembly = p.assemble();
+  REQUIRE(assembly.group.is_ok());
+  const Group& g = *assembly.group;
+  REQUIRE(g.begin().relays.size() == 4);
+  CHECK(g.member(*g.index_of(joiner)).relay == relay_of_joiner);
+  CHECK(g.member(*g.index_of(joiner)).ping_endpoint() == relay_of_joiner);
+  CHECK(g.member(*g.index_of(brought)).ping_endpoint() == relay_of_brought);
+  CHECK(g.member(*g.index_of(node)).relay.empty());
+  CHECK(g.member(*g.index_of(node)).ping_endpoint() == "tcp://10.0.0.2:5000");  // dialled directly
+  CHECK(g.member(*g.index_of(p.self)).ping_endpoint() == "tcp://10.0.0.1:5000");
+  // A round derived from the group (the trainer's cross-bucket hand-on) pings them there too.
+  auto derived = g.derived("across");
+  REQUIRE(derived.is_ok());
+  CHECK(derived->member(*derived->index_of(joiner)).ping_endpoint() == relay_of_joiner);
+}
+
 TEST_CASE("Group formation: a leader with equal_shares splits equally whatever the bandwidths, else it plans",
           "[unit][avg][matchmaking]") {
   auto counts = [](bool equal) {
