@@ -42,25 +42,6 @@ DivergenceVerdict judge_divergence(const std::vector<PeerProgress>& others, cons
   return verdict;
 }
 
-DivergenceVerdict judge_group_divergence(const std::vector<PeerProgress>& others, const PeerProgress& own,
-                                         const std::vector<crypto::PeerId>& group) {
-  std::vector<PeerProgress> members;
-  for (const auto& record : others) {
-    const auto owner = record_owner(record.peer);
-    if (owner && std::find(group.begin(), group.end(), *owner) != group.end()) members.push_back(record);
-  }
-  return judge_divergence(members, own);
-}
-
-std::vector<crypto::PeerId> holders_of(const std::vector<PeerProgress>& records, std::uint64_t epoch, std::uint64_t hash) {
-  std::vector<crypto::PeerId> holders;
-  for (const auto& record : records) {
-    if (record.epoch != epoch || record.params_hash != hash) continue;
-    if (auto owner = record_owner(record.peer)) holders.push_back(*owner);
-  }
-  return holders;
-}
-
 DivergenceWatch::Action DivergenceWatch::on_verdict(const DivergenceVerdict& verdict, std::uint64_t epoch) {
   if (!enabled_) return Action::kNone;
   if (!verdict.diverged) {
@@ -84,10 +65,6 @@ DivergenceWatch::Action DivergenceWatch::on_verdict(const DivergenceVerdict& ver
     }
   }
   return Action::kResync;
-}
-
-DivergenceWatch::Action DivergenceWatch::on_group_verdict(const DivergenceVerdict& verdict) const {
-  return enabled_ && verdict.diverged ? Action::kResync : Action::kNone;
 }
 
 void DivergenceWatch::on_resynced(std::uint64_t epoch) {

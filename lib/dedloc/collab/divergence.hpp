@@ -18,15 +18,6 @@
 //             averaged apart) converges on one model instead of staying split for good. With two peers that
 //             differ nothing is ever decided (a lead needs two records).
 //
-//   diverged from our group  the same judgement among the records of the trainers we averaged our last step
-//             with (judge_group_divergence), for when no hash leads in the swarm. Every member of a group
-//             took the same averaged step, so those that came in with the same parameters leave with the
-//             same hash, and the group's largest set is what the group trains. After faults the swarm can
-//             split into many small sets (members that came in apart stay apart: the same step on other
-//             parameters), none of which leads; a member that loads its group's set instead makes each
-//             group one model again after every round, so the sets merge round by round and one comes to
-//             lead the swarm.
-//
 // DivergenceWatch turns verdicts into actions. A resync is a download of a donor's state whose hash is the
 // leading one. If the first step after a resync was averaged in full, in a group of most of the swarm, and
 // we still differ, our hardware or libraries compute the optimizer step differently in the last bits (a GPU
@@ -52,12 +43,6 @@ struct DivergenceVerdict {
 
 // `others`: the other peers' live records; `own`: ours (its epoch and params_hash).
 DivergenceVerdict judge_divergence(const std::vector<PeerProgress>& others, const PeerProgress& own);
-// The same among the records of `group` (the trainers of our last averaged step; records of other peers are
-// left out, as are those whose owner is not known). swarm_hash then names the group's leading hash.
-DivergenceVerdict judge_group_divergence(const std::vector<PeerProgress>& others, const PeerProgress& own,
-                                         const std::vector<crypto::PeerId>& group);
-// The owners of the records at `epoch` that carry `hash` (where a resync downloads from).
-std::vector<crypto::PeerId> holders_of(const std::vector<PeerProgress>& records, std::uint64_t epoch, std::uint64_t hash);
 
 class DivergenceWatch {
  public:
@@ -72,10 +57,6 @@ class DivergenceWatch {
   static constexpr int kMaxResyncsInARow = 3;
 
   Action on_verdict(const DivergenceVerdict& verdict, std::uint64_t epoch);
-  // A verdict of our group (judge_group_divergence), when none leads in the swarm: kResync when we differ
-  // from the group's set. Such a resync does not arm the give-ups above: the next round's group may hold
-  // another set, and differing from it says nothing about how this peer computes.
-  Action on_group_verdict(const DivergenceVerdict& verdict) const;
   // A resync loaded a state at `epoch` carrying the majority's hash.
   void on_resynced(std::uint64_t epoch);
   // A step was taken: `averaged_with_swarm` when the whole vector came back averaged from a group of most of

@@ -12,12 +12,6 @@ Bytes own_subkey(const dht::Node& node) {
   return Bytes(marker.begin(), marker.end());
 }
 
-std::optional<crypto::PeerId> record_owner(const std::string& subkey) {
-  auto owner = dht::find_owner(ByteSpan(reinterpret_cast<const std::uint8_t*>(subkey.data()), subkey.size()));
-  if (!owner || !owner->has_value()) return std::nullopt;
-  return crypto::PeerId::from_public_key(ByteSpan((*owner)->data(), (*owner)->size()));
-}
-
 void add_progress_schema(dht::RecordValidator& validator) {
   dht::add_record_schema(validator, wire::progress_schema());
 }

@@ -10,14 +10,12 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "dedloc/core/bytes.hpp"
 #include "dedloc/core/clock.hpp"
 #include "dedloc/core/status.hpp"
-#include "dedloc/crypto/peer_id.hpp"
 #include "dedloc/dht/node.hpp"
 #include "dedloc/dht/validator.hpp"
 #include "dedloc/wire/records.hpp"
@@ -42,9 +40,6 @@ std::string gradient_round(std::uint64_t epoch);
 
 // The subkey a peer owns in these record families: "[owner:<its public key>]".
 Bytes own_subkey(const dht::Node& node);
-// The peer that owns a record read from the DHT (PeerProgress::peer holds its owner subkey); nullopt for a
-// subkey that names no owner.
-std::optional<crypto::PeerId> record_owner(const std::string& subkey);
 // Registers the progress schema ("_progress") with a node's validator (before node.start()).
 void add_progress_schema(dht::RecordValidator& validator);
 

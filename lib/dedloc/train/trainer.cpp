@@ -137,14 +137,6 @@ struct Trainer::Parts {
   std::optional<collab::AveragingTimeouts> waits;           // ... and matchmaking's and the parts' waits
   std::optional<collab::KnownGone> gone;                    // ... and trainers a round found gone
   collab::DivergenceWatch divergence;        // with collaboration.resync_divergent
-  // The trainers of the last gradient round that formed a group, and that round's epoch (before its step);
-  // then, once the step it averaged was taken, the same members and the epoch it reached: the group whose
-  // set a resync loads when no hash leads in the swarm (collab::judge_group_divergence).
-  struct RoundMembers {
-    std::uint64_t epoch = 0;
-    std::vector<crypto::PeerId> members;
-  };
-  std::optional<RoundMembers> round_members, last_group;
   avg::BackgroundParametersHash params_hash;  // of the state we serve, for our progress record
   StateTensors state;
   SwarmPresence swarm;
@@ -635,7 +627,6 @@ void Trainer::record_gradient_round(const GradientRound& round, collab::StepFact
     if (p.waits) learn_waits(*p.waits, *outcome, p.swarm.others());
   } else {
     if (p.waits) learn_waits(*p.waits, *outcome, p.swarm.others());
-    p.round_members = Parts::RoundMembers{epoch_, outcome->members};
     if (p.gone) {
       p.gone->seen(outcome->members);
       p.gone->add(outcome->all_reduce.gone, p.swarm.others(), std::chrono::steady_clock::now());
@@ -799,12 +790,9 @@ void Trainer::conclude_step(TrainerReport& report, const collab::StepFacts& fact
     case collab::StepOutcome::kSkippedLocal:
     case collab::StepOutcome::kSkippedAverage: ++report.steps_skipped; break;
   }
-  p.last_group.reset();
   if (apply) {
-    const bool with_group = outcome == collab::StepOutcome::kAveraged && p.round_members && p.round_members->epoch == epoch_;
     apply_gradients(outcome, inputs.sample_ids);
     p.divergence.on_step(collab::averaged_with_swarm(facts));
-    if (with_group) p.last_group = Parts::RoundMembers{epoch_, std::move(p.round_members->members)};
   } else if (p.outer) {
     p.outer->restart_local();  // the inner steps of a skipped outer step are discarded
     p.inner_steps = 0;
@@ -928,7 +916,7 @@ void Trainer::average_parameters() {
   }
 }
 
-Status Trainer::catch_up(TrainerReport& report, std::optional<Resync> resync, bool missed_round) {
+Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swarm_hash, bool missed_round) {
   auto& p = *parts_;
   if (std::chrono::steady_clock::now() < p.next_catch_up) return Status();
   // Until it succeeds, the next attempt waits longer (reset below).
@@ -946,24 +934,22 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<Resync> resync, bo
   Result<avg::DownloadedState> downloaded = error(Code::kCancelled, "stopped");
   {
     auto breaker = interruptible();
-    const Deadline deadline = Deadline::after(std::chrono::seconds(120));
-    downloaded = resync ? download_resync(download, resync->hash, deadline)
-                        : avg::download_state(node_, p.swarm.averager().client(), download, deadline);
+    downloaded = avg::download_state(node_, p.swarm.averager().client(), download, Deadline::after(std::chrono::seconds(120)));
   }
   if (!downloaded) return downloaded.status().with_context("downloading the swarm's state");
   p.catch_up_retry = kFirstCatchUpRetry;  // the donors answered: a later failure is a new story
   p.last_download_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - download_began).count();
   const std::string donor = downloaded->donors.empty() ? "?" : downloaded->donors.front().address;
   if (downloaded->state.epoch() < epoch_) return Status();
-  if (downloaded->state.epoch() == epoch_ && !resync) return Status();  // nothing newer than ours
+  if (downloaded->state.epoch() == epoch_ && !swarm_hash) return Status();  // nothing newer than ours
   // The parameters the state must carry: a resync's at our epoch, the hash it resyncs to; a catch-up's, the
   // hash that leads at the donor's epoch where one does (collab/divergence.hpp): a donor whose parameters
   // left the swarm's (its group missed a round's cross-bucket stage) would hand us its divergence, and a
   // swarm split into sets would stay split through its downloads. A donor that differs is passed over next
   // time.
   std::uint64_t wanted = 0;
-  if (resync) {
-    if (downloaded->state.epoch() == epoch_) wanted = resync->hash;
+  if (swarm_hash) {
+    if (downloaded->state.epoch() == epoch_) wanted = *swarm_hash;
   } else {
     collab::PeerProgress at_donor_epoch;
     at_donor_epoch.epoch = downloaded->state.epoch();
@@ -979,8 +965,8 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<Resync> resync, bo
   ++report.states_loaded;
   if (p.joining) p.joined_at = epoch_;
   p.resync_exclude.clear();
-  if (resync) {
-    if (!resync->to_group) p.divergence.on_resynced(epoch_);
+  if (swarm_hash) {
+    p.divergence.on_resynced(epoch_);
     Logger::Line(options_.log, LogLevel::kInfo, kLog) << "resynced: loaded the swarm's state at epoch " << epoch_
                                                       << " (we were at " << from << ") from " << donor;
   } else {
@@ -989,7 +975,7 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<Resync> resync, bo
   }
   if (options_.on_event) {
     TrainerEvent event{.kind = TrainerEvent::Kind::kLoadedState, .epoch = epoch_};
-    event.resync = resync.has_value();
+    event.resync = swarm_hash.has_value();
     event.missed_round = missed_round;
     event.donor = donor;
     event.download_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - download_began).count();
@@ -1000,24 +986,6 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<Resync> resync, bo
   note_if_loaded_late();
   p.look_before_computing = true;
   return Status();
-}
-
-Result<avg::DownloadedState> Trainer::download_resync(const avg::DownloadOptions& options, std::uint64_t hash,
-                                                     Deadline deadline) {
-  auto& p = *parts_;
-  auto donors = avg::list_donors(node_, options.run_id, deadline);
-  if (!donors) return donors.status().with_context("listing state donors");
-  // Those whose records carry the hash at our epoch, where any is listed: in a swarm split into many sets
-  // most donors hold another, and each one tried costs a download and a backoff.
-  const auto holders = collab::holders_of(p.swarm.tracker().others_records(), epoch_, hash);
-  std::vector<avg::DonorInfo> holding;
-  for (const auto& donor : *donors) {
-    const auto& id = donor.address.peer_id;
-    if (id && std::find(holders.begin(), holders.end(), *id) != holders.end()) holding.push_back(donor);
-  }
-  if (!holding.empty()) return avg::download_state(p.swarm.averager().client(), std::move(holding), options, deadline);
-  if (donors->empty()) return error(Code::kNotFound, "no state donor listed");
-  return avg::download_state(p.swarm.averager().client(), std::move(donors.value()), options, deadline);
 }
 
 void Trainer::note_if_loaded_late() {
@@ -1358,22 +1326,8 @@ bool Trainer::resync_if_diverged(TrainerReport& report) {
   auto& p = *parts_;
   // While a delayed step is in flight our parameters are an epoch behind our record: judged after it lands.
   if (!options_.collaboration.resync_divergent || !p.divergence.enabled() || p.delayed) return false;
-  const auto& records = p.swarm.tracker().others_records();
-  const auto own = local_progress();
-  auto verdict = collab::judge_divergence(records, own);
-  auto action = p.divergence.on_verdict(verdict, epoch_);
-  bool to_group = false;
-  // No hash leads in the swarm: the set of the group our last step averaged with, if one leads there.
-  if (action == collab::DivergenceWatch::Action::kNone && verdict.swarm_hash == 0 && p.last_group &&
-      p.last_group->epoch == epoch_) {
-    const auto in_group = collab::judge_group_divergence(records, own, p.last_group->members);
-    if (p.divergence.on_group_verdict(in_group) == collab::DivergenceWatch::Action::kResync) {
-      verdict = in_group;
-      action = collab::DivergenceWatch::Action::kResync;
-      to_group = true;
-    }
-  }
-  switch (action) {
+  const auto verdict = collab::judge_divergence(p.swarm.tracker().others_records(), local_progress());
+  switch (p.divergence.on_verdict(verdict, epoch_)) {
     case collab::DivergenceWatch::Action::kNone: return false;
     case collab::DivergenceWatch::Action::kGiveUp:
       Logger::Line(options_.log, LogLevel::kWarning, kLog)
@@ -1392,14 +1346,14 @@ bool Trainer::resync_if_diverged(TrainerReport& report) {
   if (std::chrono::steady_clock::now() < p.next_catch_up) return false;  // the backoff after a failed attempt
   Logger::Line(options_.log, LogLevel::kInfo, kLog)
       << "epoch " << epoch_ << ": our parameters differ from those of " << verdict.agreeing << " of the " << verdict.peers
-      << (to_group ? " members of our last group (no set leads in the swarm)" : " peers") << " (hash "
-      << avg::parameters_hash_hex(p.params_hash.latest()) << " against " << avg::parameters_hash_hex(verdict.swarm_hash)
+      << " peers (hash " << avg::parameters_hash_hex(p.params_hash.latest()) << " against "
+      << avg::parameters_hash_hex(verdict.swarm_hash)
       << "): downloading theirs";
   // A group found ahead for this round would wait, to its deadline, for a step that comes only after the
   // download (seconds, or far longer when donors are slow): it is served now, without our gradients, which
   // come from parameters the swarm does not hold anyway.
   p.swarm.averager().withdraw();
-  auto caught = catch_up(report, Resync{verdict.swarm_hash, to_group});
+  auto caught = catch_up(report, verdict.swarm_hash);
   if (!caught.is_ok() && !stopping()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
   return true;
 }

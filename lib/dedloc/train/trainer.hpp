@@ -257,19 +257,11 @@ class Trainer {
   // Looks for the group of `epoch`'s gradient round in the background (Averager::prepare), in its bucket.
   void prepare_round(std::uint64_t epoch);
   void average_parameters();
-  // A resync (collab/divergence.hpp): the parameters hash to load at our own epoch, and whether it is our
-  // last group's set rather than the swarm's.
-  struct Resync {
-    std::uint64_t hash = 0;
-    bool to_group = false;
-  };
   // One download attempt, unless the backoff after a failed one has not yet passed (then ok, nothing done).
-  // With `resync` a state at our own epoch is loaded too, if its parameters carry that hash, and it is
-  // asked of the donors whose records carry it where some do.
+  // With `swarm_hash` (a resync, collab/divergence.hpp) a state at our own epoch is loaded too, if its
+  // parameters carry that hash.
   // `missed_round` marks the download's event (TrainerEvent::missed_round).
-  Status catch_up(TrainerReport& report, std::optional<Resync> resync = std::nullopt, bool missed_round = false);
-  // A resync's download: from the donors holding `hash` at our epoch, or any donor where none is listed.
-  Result<avg::DownloadedState> download_resync(const avg::DownloadOptions& options, std::uint64_t hash, Deadline deadline);
+  Status catch_up(TrainerReport& report, std::optional<std::uint64_t> swarm_hash = std::nullopt, bool missed_round = false);
   // Our search found no group while the others average our round (CollaborationOptions::sit_out_missed_rounds):
   // waits, bounded, until most of them are past it and loads the state; true when it did (no step then),
   // false to step alone as before (the others did not move on in time, or the download failed).

@@ -3,7 +3,6 @@
 #include <catch2/catch.hpp>
 
 #include "dedloc/collab/divergence.hpp"
-#include "dedloc/crypto/identity.hpp"
 
 using namespace dedloc;
 using namespace dedloc::collab;
@@ -132,80 +131,4 @@ TEST_CASE("Divergence watch: resyncs that never hold (steps in groups of a few) 
   }
   CHECK(watch.on_verdict(kApart, epoch) == DivergenceWatch::Action::kGiveUpAfterRepeats);
   CHECK_FALSE(watch.enabled());
-}
-
-namespace {
-
-// A trainer's identity and its progress record as a reader gets it: owner subkey, epoch, hash.
-struct Trainer {
-  crypto::PeerId id;
-  std::string subkey;
-};
-
-Trainer trainer(std::uint8_t seed) {
-  auto identity = crypto::Identity::from_seed(Bytes(32, seed));
-  REQUIRE(identity.is_ok());
-  return {identity->peer_id(), wire::owner_marker(identity->public_key())};
-}
-
-PeerProgress record_of(const Trainer& t, std::uint64_t epoch, std::uint64_t hash) {
-  PeerProgress progress = record(epoch, hash);
-  progress.peer = t.subkey;
-  return progress;
-}
-
-}  // namespace
-
-TEST_CASE("Divergence: with no set leading the swarm, our last group's largest set decides", "[unit][collab]") {
-  // After faults the swarm at epoch 9 is split into small sets (as in the lab's churn runs): 0xB, 0xC and
-  // 0xD twice each, 0xE once besides ours. Our group (us and four others) took the same step: the three
-  // that came in on one set left it on 0xA, we and one other came in apart and left on hashes of our own.
-  std::vector<Trainer> group{trainer(1), trainer(2), trainer(3), trainer(4)};
-  std::vector<PeerProgress> others{record_of(group[0], 9, 0xA), record_of(group[1], 9, 0xA), record_of(group[2], 9, 0xA),
-                                   record_of(group[3], 9, 0xF)};
-  for (std::uint8_t s = 10; s < 17; ++s) others.push_back(record_of(trainer(s), 9, 0xB + (s - 10) / 2));
-  // Under churn some records are always one epoch behind (peers still in the round, peers just killed whose
-  // records live on): the swarm's largest set (0xA, 3) cannot lead by more than they could make up.
-  others.push_back(record_of(trainer(20), 8, 0x1));
-  others.push_back(record_of(trainer(21), 8, 0x1));
-  const auto own = record(9, 0xE);
-  CHECK(judge_divergence(others, own).swarm_hash == 0);  // sets of 3, 2, 2, 2, 2, 1 and two undecided
-  std::vector<crypto::PeerId> members;
-  for (const auto& t : group) members.push_back(t.id);
-  members.push_back(trainer(99).id);  // an aux peer of the group: it publishes no progress
-  const auto verdict = judge_group_divergence(others, own, members);
-  CHECK(verdict.diverged);
-  CHECK(verdict.swarm_hash == 0xA);
-  CHECK(verdict.agreeing == 3);
-  CHECK(verdict.peers == 5);  // the group's four records and ours
-  // Where to download it: the trainers whose records carry it at our epoch.
-  CHECK(holders_of(others, 9, 0xA) == std::vector<crypto::PeerId>{group[0].id, group[1].id, group[2].id});
-  CHECK(holders_of(others, 10, 0xA).empty());
-
-  // The group's set leads only by more than its members still in the round could make up: two of them one
-  // epoch behind could yet side with 0xF.
-  others[1] = record_of(group[1], 8, 0xA);
-  others[2] = record_of(group[2], 8, 0xA);
-  CHECK_FALSE(judge_group_divergence(others, own, members).diverged);
-  // Records of peers outside the group never count: the same records with no member in common decide nothing.
-  CHECK(judge_group_divergence(others, own, {trainer(50).id}).swarm_hash == 0);
-}
-
-TEST_CASE("Divergence: a resync to our group's set does not arm the give-ups", "[unit][collab]") {
-  DivergenceWatch watch;
-  CHECK(watch.on_group_verdict(kAgreeing) == DivergenceWatch::Action::kNone);
-  CHECK(watch.on_group_verdict(kApart) == DivergenceWatch::Action::kResync);
-  // Three group resyncs in a row, each followed by a step in full: still resyncing (the give-ups count the
-  // swarm's resyncs only, on_resynced), since the next round's group may hold another set.
-  for (std::uint64_t epoch = 10; epoch < 13; ++epoch) {
-    watch.on_step(true);
-    CHECK(watch.on_verdict(DivergenceVerdict{}, epoch) == DivergenceWatch::Action::kNone);  // no set leads
-    CHECK(watch.on_group_verdict(kApart) == DivergenceWatch::Action::kResync);
-  }
-  CHECK(watch.enabled());
-  // A watch that gave up (this peer computes differently) resyncs to nobody's set.
-  watch.on_resynced(13);
-  watch.on_step(true);
-  CHECK(watch.on_verdict(kApart, 14) == DivergenceWatch::Action::kGiveUp);
-  CHECK(watch.on_group_verdict(kApart) == DivergenceWatch::Action::kNone);
 }
