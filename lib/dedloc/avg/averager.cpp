@@ -183,13 +183,16 @@ Result<StepOutcome> Averager::broadcast(const Group& group, std::span<float> vec
   AllReduceOptions all_reduce = options_.all_reduce;
   all_reduce.answer = wire::PartAnswer::kAverage;
   all_reduce.order_key = 0;  // summed in a fixed order: one weighted contribution, taken as it is
-  Duration round = options_.averaging_timeout;
+  // Every member waits as long as a round may take at most, the broadcaster too: a reducer answers the
+  // broadcaster's parts only once every member's (empty) copies came or their senders were banned, and a
+  // broadcaster that gave up first would leave the receivers holding its values in some ranges and their
+  // own in others, a mixture that differs from member to member. Members found gone end the waits sooner.
+  const Duration round = configured_averaging_timeout_;
   if (!(weight > 0)) {
     // The broadcaster may still be averaging elsewhere: our reducer's clocks start at its first part, and
-    // our parts wait for their answers, as long as a round may take at most.
+    // our parts wait for their answers.
     all_reduce.senders_start_within = configured_averaging_timeout_;
     all_reduce.reducer_timeout = std::max(all_reduce.reducer_timeout, configured_averaging_timeout_);
-    round = configured_averaging_timeout_;
   }
   DEDLOC_RETURN_IF_ERROR(run_round(group, vector, weight, all_reduce, round, outcome));
   return outcome;

@@ -104,8 +104,9 @@ class Averager {
   // nothing else summed). The broadcaster passes `weight` > 0, which every member's outcome then carries
   // (AllReduceResult::weight: a figure it tells them); a receiver passes 0, and waits for the
   // broadcaster's first part as long as the configured averaging_timeout (it may still be averaging
-  // elsewhere; liveness pings end the wait if it is gone). A part that fails leaves a receiver's values
-  // there as they were.
+  // elsewhere; liveness pings end the wait if it is gone). Every member's round, the broadcaster's
+  // included, lasts at most the configured averaging_timeout, not the learned one. A part that fails
+  // leaves a receiver's values there as they were.
   Result<StepOutcome> broadcast(const Group& group, std::span<float> vector, double weight);
   const crypto::PeerId& id() const { return self_; }
 
