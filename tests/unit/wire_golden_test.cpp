@@ -346,59 +346,54 @@ TEST_CASE("Averaging messages decode to the fields they were encoded from, and h
   });
   refused_request([](MapWriter& m) { m.put("key", "r").put("off", std::uint64_t{0}).put("len", std::uint64_t{1}).put("codec", std::uint64_t{0}).put("epoch", -1.5); });
 
-  auto refused_reply = [&](AvgStateReply message) {
+  // A message encoded from fields no peer may send: its decoder refuses it as malformed.
+  auto refused = [&](const auto& message) {
+    using Message = std::decay_t<decltype(message)>;
     MapWriter body;
     message.encode(body);
-    auto r = AvgStateReply::decode(decode_body(body, MessageType::kAvgStateReply).body());
+    auto r = Message::decode(decode_body(body, Message::kType).body());
     REQUIRE_FALSE(r.is_ok());
     CHECK(r.status().code() == Code::kMalformed);
   };
   AvgStateReply bad = description;
   bad.total = 9;  // the tensors hold 8
-  refused_reply(bad);
+  refused(bad);
   bad = description;
   bad.tensors[1].name = bad.tensors[0].name;  // a name twice
-  refused_reply(bad);
+  refused(bad);
   bad = description;
   bad.tensors[2].shape = {1u << 30, 1u << 30};  // more than the total
-  refused_reply(bad);
+  refused(bad);
   bad = description;
   bad.tensors[2].shape = {~std::uint64_t{0}, ~std::uint64_t{0}};  // a product that overflows
-  refused_reply(bad);
+  refused(bad);
   bad = description;
   bad.tensors[0].shape.assign(kMaxTensorRank + 1, 1);
-  refused_reply(bad);
+  refused(bad);
   bad = description;
   bad.schema_hash.resize(20);
-  refused_reply(bad);
+  refused(bad);
   bad = description;
   bad.offset = 5;  // a stripe [5, 13) of an 8-element state
-  refused_reply(bad);
+  refused(bad);
   bad = description;
   bad.metadata[""] = 1.0;
-  refused_reply(bad);
+  refused(bad);
 
   // A merging leader's join carries its followers; 'n' must count them, and each must be well formed.
   AvgJoin merge{"run1_grad", Bytes(32, 0x33), "tcp://10.0.0.1:7000", AvgRole::kNode, 1.25e8, 1700000000.5, 3,
                 {{filled_id(4), "tcp://10.0.0.4:7000", AvgRole::kNode, 1e8}, {filled_id(5), "", AvgRole::kClient, 2e7}}};
   CHECK(round_trip(merge).companions == merge.companions);
   CHECK(round_trip(AvgJoin{"run1_grad", Bytes(32, 0x33), "", AvgRole::kClient, 1e6, 0, 1}).companions.empty());
-  auto refused_join = [&](AvgJoin message) {
-    MapWriter body;
-    message.encode(body);
-    auto r = AvgJoin::decode(decode_body(body, MessageType::kAvgJoin).body());
-    REQUIRE_FALSE(r.is_ok());
-    CHECK(r.status().code() == Code::kMalformed);
-  };
   AvgJoin bad_join = merge;
   bad_join.members = 2;  // three peers come
-  refused_join(bad_join);
+  refused(bad_join);
   bad_join = merge;
   bad_join.companions[0].bandwidth = -1;
-  refused_join(bad_join);
+  refused(bad_join);
   bad_join = merge;
   bad_join.companions[1].endpoint.assign(300, 'x');
-  refused_join(bad_join);
+  refused(bad_join);
 
   // A client's address through its relay rides its join, its merging leader's companions and the BEGIN
   // (pings reach it there); without one nothing is sent, and a BEGIN without "rlys" (an older leader's)
@@ -418,21 +413,14 @@ TEST_CASE("Averaging messages decode to the fields they were encoded from, and h
   CHECK(round_trip(without_relays).relays == std::vector<std::string>{"", ""});
   bad_join = relayed;
   bad_join.relay.assign(300, 'x');
-  refused_join(bad_join);
-  auto refused_begin = [&](const AvgBegin& message) {
-    MapWriter body;
-    message.encode(body);
-    auto r = AvgBegin::decode(decode_body(body, MessageType::kAvgBegin).body());
-    REQUIRE_FALSE(r.is_ok());
-    CHECK(r.status().code() == Code::kMalformed);
-  };
+  refused(bad_join);
   AvgBegin bad_begin = with_relays;
   bad_begin.relays = {relayed.relay};  // one relay for two members
-  refused_begin(bad_begin);
+  refused(bad_begin);
   bad_begin = with_relays;
   bad_begin.relays[1].assign(300, 'x');
-  refused_begin(bad_begin);
+  refused(bad_begin);
   bad = description;
   bad.metadata["big"] = std::string(kMaxStateEntryStringBytes + 1, 'x');
-  refused_reply(bad);
+  refused(bad);
 }
