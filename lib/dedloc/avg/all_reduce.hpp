@@ -32,9 +32,9 @@
 // we keep our own values for its share (our sender gives up on it, closing the connection so that the
 // parts in flight to it resolve now). A client-mode member cannot be dialled: it is pinged through its
 // relay (Member::relay, from its join), and the relay answers at once that a client whose link closed is
-// not attached; a client without one is waited for only until sender_timeout. The ping rides the
-// connection that carries our parts to that member, behind what is still queued: liveness_timeout must
-// cover a part's round trip under load (the trainer derives it from the round trips it measured,
+// not attached; a client without one is waited for only until sender_timeout. A ping to a member that
+// reduces rides the connection that carries our parts to it, behind what is still queued: liveness_timeout
+// must cover a part's round trip under load (the trainer derives it from the round trips it measured,
 // collab/averaging_timeouts.hpp).
 //
 // Without compression our parts are sent straight from the caller's vector (ZeroMQ zero-copy frames): run()
