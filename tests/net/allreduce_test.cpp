@@ -143,6 +143,7 @@ TEST_CASE("All-reduce: exact weighted means for 2 to 8 nodes, odd sizes, uneven 
       CHECK(results[i]->averaged_fraction == 1.0);
       CHECK(results[i]->banned_senders.empty());
       CHECK(results[i]->failed_reducers.empty());
+      CHECK(results[i]->unaveraged.empty());
       CHECK(relative_error(vectors[i], expected) <= 1e-6);
       // The bytes it sent: every element outside its own share at least once (its parts; a part sent before
       // its reducer heard of the round is sent again, and counts again), and its share's deltas to each of
@@ -277,6 +278,7 @@ TEST_CASE("All-reduce: a member that never shows up is banned as a sender and gi
     CHECK(results[i]->unheard_senders == std::vector<crypto::PeerId>{peers[3]->identity.peer_id()});
     CHECK(results[i]->failed_reducers == std::vector<crypto::PeerId>{peers[3]->identity.peer_id()});
     CHECK(results[i]->averaged_fraction == Approx(0.75));
+    CHECK(results[i]->unaveraged == std::vector<std::pair<std::uint64_t, std::uint64_t>>{{9000, 12000}});
     // The survivors' ranges: the mean of the three that sent. The dead reducer's range: untouched.
     CHECK(relative_error(vectors[i], without, 0, dead_begin) <= 1e-6);
     for (size_t k = dead_begin; k < group.length(); ++k) REQUIRE(vectors[i][k] == original[i][k]);

@@ -131,6 +131,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
     size_t unresolved = 0;   // parts whose outcome (delta or giving up) is still to come
     bool failed = false;
     std::vector<std::pair<TimePoint, std::uint64_t>> sent = {};  // per part: when, and its window ticket
+    std::vector<bool> averaged = {};                              // per part: its answer was applied
   };
 
   net::Client* client = nullptr;
@@ -250,6 +251,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
     --r.unresolved;
     Status applied = reply ? apply(part, *reply) : reply.status();
     if (applied.is_ok()) {
+      r.averaged[position] = true;
       const auto [sent_at, ticket] = r.sent[position];
       const Duration latency = std::chrono::steady_clock::now() - sent_at;
       window->on_delivered(encoded_bytes(options.codec, part.size()), latency, ticket);
@@ -347,6 +349,23 @@ struct Sender : std::enable_shared_from_this<Sender> {
                      self->changed.notify_all();
                    });
     }
+  }
+
+  // AllReduceResult::unaveraged, once nothing more can come back (`closed`). Under `mutex`.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> unaveraged_ranges() const {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+    for (const ToReducer& r : reducers) {
+      for (size_t position = 0; position < r.parts.size(); ++position) {
+        if (!r.averaged[position]) ranges.emplace_back(r.parts[position].begin, r.parts[position].end);
+      }
+    }
+    std::sort(ranges.begin(), ranges.end());
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> merged;
+    for (const auto& range : ranges) {
+      if (!merged.empty() && merged.back().second == range.first) merged.back().second = range.second;
+      else merged.push_back(range);
+    }
+    return merged;
   }
 
   // The reducer is gone (or refuses us): keep our own values for everything not yet sent to it.
@@ -499,6 +518,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
         if (m == *me || parts.empty()) continue;
         sender->reducers.push_back({m, parts, 0, 0, parts.size(), false});
         sender->reducers.back().sent.resize(parts.size());
+        sender->reducers.back().averaged.assign(parts.size(), false);
       }
     }
     sender->window.emplace(options.window, std::max(options.window, options.max_window), learned_window_);
@@ -590,6 +610,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
         if (options.codec == Codec::kNone) client_.disconnect(group.member(r.member).endpoint);
       }
     }
+    result.unaveraged = sender->unaveraged_ranges();
     std::uint64_t averaged = sender->averaged_elements + (self.sends() ? my_elements : 0);
     result.bytes_sent = sender->bytes_sent;
     result.unweighed_parts = sender->unweighed_parts;

@@ -21,7 +21,7 @@
 // Faults never make a member wait longer than its timeouts: a reducer bans senders silent past
 // `sender_timeout` (their missing parts are averaged without them); a sender gives up on a reducer that
 // does not answer a part within `reducer_timeout` (it keeps its own values for that reducer's remaining
-// parts and reports the fraction it got averaged). `reducer_timeout` should exceed `sender_timeout`: a
+// parts and reports the fraction it got averaged, and where the rest lies: AllReduceResult::unaveraged). `reducer_timeout` should exceed `sender_timeout`: a
 // reducer legitimately holds a part's answer while it waits for a slow sender.
 //
 // A member known gone ends both waits at once instead: with `liveness_timeout` set, every member we still
@@ -50,6 +50,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "dedloc/avg/centered_clip.hpp"
@@ -99,6 +100,11 @@ struct AllReduceResult {
   std::vector<crypto::PeerId> banned_senders;    // members our reducer stopped waiting for
   std::vector<crypto::PeerId> unheard_senders;   // ... of which delivered it no part at all
   std::vector<crypto::PeerId> failed_reducers;   // reducers we gave up on (we kept our values there)
+  // Where our vector kept our own values: the [begin, end) element ranges of the parts that did not come
+  // back averaged (their reducer was given up on, or its answer refused), ascending, adjacent ones merged;
+  // empty when averaged_fraction is 1 or we sent nothing. A trainer zeroes them in its gradient rounds, so
+  // that the members that lost the same reducer step alike (Trainer::run_gradient_round).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> unaveraged;
   // Parts we asked the average of that came back as a zero delta: their reducer weighed nothing (every
   // contribution it kept had weight 0, the senders with weight banned). A member at weight 0 holds its own
   // zeros there, not the others' average.

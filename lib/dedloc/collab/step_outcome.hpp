@@ -41,7 +41,7 @@ struct StepFacts {
   size_t group_size = 0;               // kGroup
   bool found_ahead = false;            // kGroup: the group formed while we still computed
   std::string group_id;                // kGroup: the group's id in hex, the same on every member
-  double averaged_fraction = 1;        // kGroup: the share of the vector that was averaged (the rest is ours)
+  double averaged_fraction = 1;        // kGroup: the share of the vector that was averaged (the rest is zeros)
   size_t buckets = 0;                  // kGroup: the cross-bucket stage brought every one of these buckets' averages
   double averaging_seconds = 0;        // kGroup: how long the all-reduce took (for the step line)
   double averaging_deadline = 0;       // kGroup: the deadline it had

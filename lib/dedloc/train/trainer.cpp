@@ -457,6 +457,17 @@ std::optional<size_t> bucket_carrier(const avg::Group& group) {
   return best;
 }
 
+// After a gradient round that came back partly averaged: zeros where our own gradients stayed. Stepping on
+// them would give this member parameters of its own; when a reducer fails every member alike (it died, or
+// its answers came after the deadline), each member would leave the round on a model of its own, and no
+// set would lead for a resync to repair (a part-time run's swarm split so into 19 hashes at once). With
+// zeros, the members that lost the same parts skip that slice of the update alike and stay one model.
+void zero_unaveraged(const avg::AllReduceResult& reduced, std::span<float> vector) {
+  for (const auto& [begin, end] : reduced.unaveraged) {  // ranges of this vector (AllReduceResult::unaveraged)
+    std::fill(vector.begin() + static_cast<std::ptrdiff_t>(begin), vector.begin() + static_cast<std::ptrdiff_t>(end), 0.0f);
+  }
+}
+
 // The cross-bucket stage of a split round (collab/group_buckets.hpp), after `round`'s group averaged our
 // bucket's gradients in `vector`: the group's carrier averages them with the other buckets' carriers, then
 // hands the result to the group's other trainers, so that every member of the group, whatever happened
@@ -606,6 +617,7 @@ GradientRound Trainer::run_gradient_round(double weight) {
     outcome = average();
   }
   GradientRound round{std::move(outcome)};
+  if (round.group && round.group->group_size > 0) zero_unaveraged(round.group->all_reduce, p.gradients.values());
   if (options_.across_buckets && !stopping()) {
     across_buckets(round, averager, p.gradients.schema(), p.gradients.values(), bucket, epoch_,
                    options_.averaging.target_group_size, options_.log);
