@@ -1285,12 +1285,22 @@ bool Trainer::start_zero_weight_round(std::uint64_t epoch) {
   auto& round = p.zero_round.emplace();
   round.epoch = epoch;
   round.vector.assign(p.gradients.values().size(), 0.0f);
+  // Our search for the round is under way, held open (the caller prepared it). A computing leader forms its
+  // group when its batch is complete, with the aux peers that joined by then (they start looking as the
+  // batch comes due); we have nothing to compute, and stepping at once formed the group the moment the
+  // expected trainers were in, without the aux peers that hold most of the vector on fast links. So we
+  // step when the swarm's batch is due, at the latest when our search ends anyway.
+  const TimePoint due = std::chrono::steady_clock::now() +
+                        std::min(from_seconds(std::max(0.0, p.swarm.tracker().state().eta_seconds)),
+                                 options_.averaging.matchmaking_time);
   // The averager is the background round's alone until finish_zero_weight_round: the download in between
   // uses only its client, which any thread may call.
-  round.outcome = std::async(std::launch::async, [&averager, schema = p.gradients.schema(), values = std::span<float>(round.vector),
-                                                  expected = bucket_expected(bucket), bucket, epoch, log = options_.log,
+  round.outcome = std::async(std::launch::async, [&averager, stop = should_stop_, schema = p.gradients.schema(), values = std::span<float>(round.vector),
+                                                  expected = bucket_expected(bucket), bucket, epoch, due, log = options_.log,
                                                   across = options_.across_buckets,
                                                   target = options_.averaging.target_group_size] {
+    // Stopping: the step then ends at once (the averager is interrupted).
+    sleep_unless(due - std::chrono::steady_clock::now(), [&stop] { return stop && stop(); });
     GradientRound taken{averager.step(schema, values, 0.0, expected, bucket.round)};
     if (across) across_buckets(taken, averager, schema, values, bucket, epoch, target, log);
     return taken;
