@@ -21,8 +21,9 @@
 // Faults never make a member wait longer than its timeouts: a reducer bans senders silent past
 // `sender_timeout` (their missing parts are averaged without them); a sender gives up on a reducer that
 // does not answer a part within `reducer_timeout` (it keeps its own values for that reducer's remaining
-// parts and reports the fraction it got averaged, and where the rest lies: AllReduceResult::unaveraged). `reducer_timeout` should exceed `sender_timeout`: a
-// reducer legitimately holds a part's answer while it waits for a slow sender.
+// parts and reports the fraction it got averaged, and where the rest lies: AllReduceResult::unaveraged).
+// `reducer_timeout` should exceed `sender_timeout`: a reducer legitimately holds a part's answer while it
+// waits for a slow sender.
 //
 // A member known gone ends both waits at once instead: with `liveness_timeout` set, every member we still
 // wait on (its parts, or its answers) is pinged once per liveness_timeout (net::Server answers Ping on

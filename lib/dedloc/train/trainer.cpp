@@ -464,7 +464,8 @@ std::optional<size_t> bucket_carrier(const avg::Group& group) {
 // zeros, the members that lost the same parts skip that slice of the update alike and stay one model.
 void zero_unaveraged(const avg::AllReduceResult& reduced, std::span<float> vector) {
   for (const auto& [begin, end] : reduced.unaveraged) {  // ranges of this vector (AllReduceResult::unaveraged)
-    std::fill(vector.begin() + static_cast<std::ptrdiff_t>(begin), vector.begin() + static_cast<std::ptrdiff_t>(end), 0.0f);
+    std::fill(vector.begin() + static_cast<std::ptrdiff_t>(begin), vector.begin() + static_cast<std::ptrdiff_t>(end),
+              0.0f);
   }
 }
 
@@ -1295,9 +1296,9 @@ bool Trainer::start_zero_weight_round(std::uint64_t epoch) {
                                  options_.averaging.matchmaking_time);
   // The averager is the background round's alone until finish_zero_weight_round: the download in between
   // uses only its client, which any thread may call.
-  round.outcome = std::async(std::launch::async, [&averager, stop = should_stop_, schema = p.gradients.schema(), values = std::span<float>(round.vector),
-                                                  expected = bucket_expected(bucket), bucket, epoch, due, log = options_.log,
-                                                  across = options_.across_buckets,
+  round.outcome = std::async(std::launch::async, [&averager, stop = should_stop_, schema = p.gradients.schema(),
+                                                  values = std::span<float>(round.vector), expected = bucket_expected(bucket),
+                                                  bucket, epoch, due, log = options_.log, across = options_.across_buckets,
                                                   target = options_.averaging.target_group_size] {
     // Stopping: the step then ends at once (the averager is interrupted).
     sleep_unless(due - std::chrono::steady_clock::now(), [&stop] { return stop && stop(); });
