@@ -14,10 +14,6 @@ constexpr Duration kBeginGrace = std::chrono::seconds(2);
 // What a BEGIN may take to reach a follower (drop_given_up): one that stops waiting sooner than this after
 // we would send it may not get it in time.
 constexpr double kBeginTransitSeconds = 0.5;
-// How long past its deadline a held leader keeps its group open (assembly_deadline): its BEGIN then still
-// reaches a follower whose deadline is ours before its wait for it ends, with kBeginTransitSeconds to spare
-// beyond the transit itself (the search loop notices the time up to a poll interval late).
-constexpr Duration kHeldPastDeadline = kBeginGrace / 2;
 
 // The first bytes of a hash, enough for people to tell two apart.
 std::string hex_prefix(const Bytes& bytes) { return to_hex(ByteSpan(bytes).first(std::min<size_t>(bytes.size(), 4))); }
@@ -101,20 +97,14 @@ std::optional<TimePoint> GroupFormation::grace_end() const {
   return std::max(*quorum_at_, released_at_) + search_.grace;
 }
 
-Duration GroupFormation::held_past_deadline() { return kHeldPastDeadline; }
-
-TimePoint GroupFormation::assembly_deadline() const {
-  return held_ && !search_.endpoint.empty() ? deadline_ + kHeldPastDeadline : deadline_;
-}
-
 NextStep GroupFormation::next(TimePoint now) const {
-  if (now < assembly_deadline()) {
+  if (now < deadline_) {
     if (state_ != State::kLeading) return NextStep::kLook;
     const auto grace = grace_end();
     return full() || (grace && now >= *grace) ? NextStep::kAssemble : NextStep::kLook;
   }
-  // At the deadline (a held leader's a little later) a group we lead forms if it is large enough: waiting
-  // longer would only leave its members waiting past their own deadlines. Aux peers alone (no member sends) have nothing to average.
+  // At the deadline a group we lead forms if it is large enough: waiting longer would only leave its
+  // members waiting past their own deadlines. Aux peers alone (no member sends) have nothing to average.
   if (state_ == State::kLeading && group_size() >= search_.min_group_size && !followers_.empty() && senders() > 0) {
     return NextStep::kAssemble;
   }

@@ -90,13 +90,6 @@ class GroupFormation {
   // Our declaration's expiration in unix seconds: when we stop looking, and our place in leader order.
   double expiration() const { return expiration_; }
   TimePoint deadline() const { return deadline_; }
-  // When a group we lead forms at the latest: our deadline, or, while we search ahead (held: our own batch
-  // is still being computed, so the group could not average sooner anyway), up to held_past_deadline()
-  // past it, so that expected peers a moment late (the swarm's ETA came early, their previous round ended
-  // late) still join. Followers wait for BEGIN until kBeginGrace past their own deadlines, which are no
-  // earlier than ours: that bounds how far past ours we may go.
-  TimePoint assembly_deadline() const;
-  static Duration held_past_deadline();
   // How long to wait for an earlier leader's BEGIN (`now`/`unix_now`: the same instant on both clocks).
   // Alone, a little past our deadline: the leader assembles by its own deadline, which is no later than
   // ours. With followers, until a BEGIN's transit before the first of them stops waiting for ours (their
@@ -146,8 +139,7 @@ class GroupFormation {
   Dismissal shut_down();
 
   // Searching ahead (Matchmaker::hold): the expected peers alone do not complete a group we lead until
-  // release(), nor does our deadline (assembly_deadline()); joiners still do, up to target_group_size.
-  // Outlives a search.
+  // release(); joiners still do, up to target_group_size. Outlives a search.
   // A grace runs from the later of the quorum and the release (`now`).
   void hold() { held_ = true; }
   void release(TimePoint now = TimePoint{}) {

@@ -229,20 +229,13 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
     std::lock_guard lock(mutex_);
     return stopping_;
   };
-  bool declared_past_deadline = false;
   while (true) {
-    bool declare_past_deadline = false;
     {
       std::lock_guard lock(mutex_);
       if (stopping_) {
         dismiss_locked(formation_.shut_down());
         return error(Code::kCancelled, "this peer is shutting down");
       }
-      // Held past our deadline (GroupFormation::assembly_deadline): the peers that look for the round only now
-      // must still find us, so our declaration lives on as long.
-      deadline = Deadline{formation_.assembly_deadline()};
-      declare_past_deadline = can_lead && !declared_past_deadline && formation_.leading() &&
-                              clock_.now() >= formation_.deadline() && formation_.assembly_deadline() > formation_.deadline();
       for (const auto& id : formation_.drop_given_up(clock_.unix_seconds())) {
         repliers_.erase(id);
         Logger::Line(log_, LogLevel::kDebug, kLog) << "a joiner stopped waiting for us: " << id.short_string();
@@ -260,16 +253,6 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
                                          std::to_string(std::chrono::duration<double>(search.matchmaking_time).count()) +
                                          " s: " + seen + (last_refusal.empty() ? "" : "; last refusal: " + last_refusal));
       }
-    }
-    if (declare_past_deadline) {
-      declared_past_deadline = true;
-      const double past = std::chrono::duration<double>(GroupFormation::held_past_deadline()).count();
-      Logger::Line(log_, LogLevel::kDebug, kLog) << "our own step has not come: keeping our group open up to " << past
-                                                  << " s past our deadline";
-      const std::string me = address();
-      auto declared = dht_.store(matchmaking_key(options_.group_key), Bytes(me.begin(), me.end()), options_.schema_hash,
-                                 my_expiration + past, deadline);
-      if (!declared) Logger::Line(log_, LogLevel::kDebug, kLog) << "could not declare ourselves again: " << declared.status().to_string();
     }
     // Try the earlier peers in leader order, and any leader a refusal names. With followers, this is a
     // merge: we ask to be taken with them, and hold them meanwhile.

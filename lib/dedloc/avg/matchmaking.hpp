@@ -12,9 +12,6 @@
 // that knows how many peers to expect forms its group once they are all in, or, with a grace
 // (MatchmakingOptions::grace), once a quorum is in and the grace has passed (GroupFormation, Search::grace).
 // A join that comes after such a group formed is counted (take_late_joiners()): the grace was too short.
-// A leader searching ahead (hold(): its own batch is still being computed) keeps its group open past its
-// deadline until its step, for at most GroupFormation::held_past_deadline(), and declares itself for as
-// long, so that expected peers a moment late still find it and join.
 //
 // The leader shuffles the members and computes each one's share of the vector once, with the planner's
 // group program (plan::plan_group_shares over the members' bandwidths and roles), and sends that with

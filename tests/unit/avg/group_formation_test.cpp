@@ -462,55 +462,11 @@ TEST_CASE("Group formation: a held search keeps its group open for aux peers unt
     q.take(AvgRole::kAux);
     CHECK(q.next() == NextStep::kAssemble);
   }
-  SECTION("and the deadline forms it, a held one's a little later") {
+  SECTION("and the deadline forms it") {
     Peer q(search_for(4, 2, 2));
     q.formation.hold();
     q.take();
     q.clock.advance(5s);
-    CHECK(q.formation.assembly_deadline() == q.formation.deadline() + GroupFormation::held_past_deadline());
-    CHECK(q.next() == NextStep::kLook);
-    q.clock.advance(GroupFormation::held_past_deadline());
-    CHECK(q.next() == NextStep::kAssemble);
-  }
-}
-
-TEST_CASE("Group formation: a held leader past its deadline still takes the expected peers a moment late, until "
-          "its step or a little past its deadline",
-          "[unit][avg][matchmaking]") {
-  // The churn lab: a leader searching ahead (its batch due, by the swarm's ETA, at its deadline) formed at
-  // its deadline with 5 of 11 expected; the volunteers of a bucket whose round had ended late looked for
-  // this round 0.25 s later and found nobody, and its own batch was complete 1.9 s after its deadline.
-  Peer p(search_for(16, 2, 4));
-  p.formation.hold();
-  p.start(search_for(16, 2, 4));
-  p.take();
-  p.clock.advance(5s + 250ms);  // past the deadline
-  CHECK(p.next() == NextStep::kLook);
-  CHECK_FALSE(p.formation.on_join(p.other(), join_as(AvgRole::kClient), p.clock.now()).has_value());  // taken
-  SECTION("our step forms it at once when every expected peer is in") {
-    p.take();
-    p.formation.release(p.clock.now());
-    CHECK(p.next() == NextStep::kAssemble);
-    auto assembly = p.assemble();
-    REQUIRE(assembly.group.is_ok());
-    CHECK(assembly.group->size() == 4);
-  }
-  SECTION("our step past the deadline forms it with whoever is in") {
-    p.formation.release(p.clock.now());
-    CHECK(p.formation.assembly_deadline() == p.formation.deadline());
-    CHECK(p.next() == NextStep::kAssemble);
-  }
-  SECTION("without our step, it forms held_past_deadline() after the deadline, before the followers stop waiting") {
-    // Followers wait 2 s past their deadlines: BEGIN's transit, and a late poll of the search loop.
-    CHECK(GroupFormation::held_past_deadline() <= 1s);
-    p.clock.advance(GroupFormation::held_past_deadline() - 250ms);
-    CHECK(p.next() == NextStep::kAssemble);
-  }
-  SECTION("a search that is not held forms at its deadline, as before") {
-    Peer q(search_for(16, 2, 4));
-    q.take();
-    q.clock.advance(5s);
-    CHECK(q.formation.assembly_deadline() == q.formation.deadline());
     CHECK(q.next() == NextStep::kAssemble);
   }
 }
