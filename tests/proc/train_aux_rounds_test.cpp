@@ -38,6 +38,26 @@ std::string recipe() {
        {"micro_batch_size: 16 ", "micro_batch_size: 8 "}});
 }
 
+// kTrainers synthetic trainers ("a", "b", ...) at 40 samples/s each, with data seeds 1, 2, ..., to run
+// `epochs` epochs through the DHT node at `address`; `extra` flags for each.
+std::vector<TrainerProcess> start_trainers(const std::string& recipe, const std::string& address, std::uint64_t epochs,
+                                           const std::vector<std::string>& extra = {}) {
+  std::vector<TrainerProcess> trainers;
+  for (size_t i = 0; i < kTrainers; ++i) {
+    TrainerArgs args{.recipe = recipe, .initial_peer = address, .data_seed = i + 1, .max_epochs = epochs,
+                     .max_time = 120, .min_peers = kTrainers, .extra = {"--compute-rate", "40"}};
+    args.extra.insert(args.extra.end(), extra.begin(), extra.end());
+    auto trainer = TrainerProcess::start(std::string(1, static_cast<char>('a' + i)), args);
+    REQUIRE(trainer.has_value());
+    trainers.push_back(std::move(*trainer));
+  }
+  return trainers;
+}
+
+bool every_trainer_at(const std::vector<TrainerProcess>& trainers, std::uint64_t epoch) {
+  return std::all_of(trainers.begin(), trainers.end(), [&](const TrainerProcess& t) { return t.epoch() >= epoch; });
+}
+
 }  // namespace
 
 TEST_CASE("An aux peer reduces in the trainers' group round after round", "[proc][train][aux]") {
@@ -50,19 +70,10 @@ TEST_CASE("An aux peer reduces in the trainers' group round after round", "[proc
        "--initial-peers", address, "--listen", "tcp://127.0.0.1:0", "--target-group-size", "16",
        "--matchmaking-time", "2"});
   CHECK(aux_ready["role"] == "aux");
-  std::vector<TrainerProcess> trainers;
-  for (size_t i = 0; i < kTrainers; ++i) {
-    TrainerArgs args{.recipe = path, .initial_peer = address, .data_seed = i + 1, .max_epochs = kEpochs,
-                     .max_time = 120, .min_peers = kTrainers, .extra = {"--compute-rate", "40"}};
-    auto trainer = TrainerProcess::start(std::string(1, static_cast<char>('a' + i)), args);
-    REQUIRE(trainer.has_value());
-    trainers.push_back(std::move(*trainer));
-  }
+  std::vector<TrainerProcess> trainers = start_trainers(path, address, kEpochs);
   std::vector<TrainerProcess*> all;
   for (auto& t : trainers) all.push_back(&t);
-  REQUIRE(pump_until(all, 150s, [&] {
-    return std::all_of(trainers.begin(), trainers.end(), [](const TrainerProcess& t) { return t.epoch() >= kEpochs; });
-  }));
+  REQUIRE(pump_until(all, 150s, [&] { return every_trainer_at(trainers, kEpochs); }));
   for (auto& t : trainers) {
     CHECK(t.process().wait(30s) == 0);
     t.pump(100ms);
@@ -116,20 +127,10 @@ TEST_CASE("SIGKILL an aux peer in the trainers' group: their step leaves its sha
        "--target-group-size 16 --matchmaking-time 2 --bandwidth 20 2> \"$2\"",
        dedloc::test::binary_path("tools/dedloc-avg/dedloc-avg"), address, aux_log});
   CHECK(aux_ready["role"] == "aux");
-  std::vector<TrainerProcess> trainers;
-  for (size_t i = 0; i < kTrainers; ++i) {
-    TrainerArgs args{.recipe = path, .initial_peer = address, .data_seed = i + 1, .max_epochs = 7,
-                     .max_time = 120, .min_peers = kTrainers, .extra = {"--compute-rate", "40", "--params-hash"}};
-    auto trainer = TrainerProcess::start(std::string(1, static_cast<char>('a' + i)), args);
-    REQUIRE(trainer.has_value());
-    trainers.push_back(std::move(*trainer));
-  }
+  std::vector<TrainerProcess> trainers = start_trainers(path, address, 7, {"--params-hash"});
   std::vector<TrainerProcess*> all;
   for (auto& t : trainers) all.push_back(&t);
-  const auto every_trainer_at = [&](std::uint64_t epoch) {
-    return std::all_of(trainers.begin(), trainers.end(), [&](const TrainerProcess& t) { return t.epoch() >= epoch; });
-  };
-  REQUIRE(pump_until(all, 90s, [&] { return every_trainer_at(3); }));
+  REQUIRE(pump_until(all, 90s, [&] { return every_trainer_at(trainers, 3); }));
   // Killed half a second into its next search: by then its join is held by the trainers' leader (their
   // group forms when their batch is complete, two seconds after their step), which lists it in the group.
   const std::string looking = "looking for a group under";
@@ -137,7 +138,7 @@ TEST_CASE("SIGKILL an aux peer in the trainers' group: their step leaves its sha
   REQUIRE(pump_until(all, 30s, [&] { return lines_containing(aux_log, looking) > searches; }));
   pump_until(all, 500ms, [] { return false; });  // half a second of the trainers' lines
   aux.kill(SIGKILL);
-  REQUIRE(pump_until(all, 90s, [&] { return every_trainer_at(7); }));
+  REQUIRE(pump_until(all, 90s, [&] { return every_trainer_at(trainers, 7); }));
   for (auto& t : trainers) {
     CHECK(t.process().wait(30s) == 0);
     t.pump(100ms);

@@ -154,7 +154,6 @@ struct Sender : std::enable_shared_from_this<Sender> {
     TimePoint due;        // kRetryInterval after the refusal: in order of due time
   };
   std::deque<Retry> retries;
-  std::uint64_t averaged_elements = 0;
   std::uint64_t unweighed_parts = 0;  // AllReduceResult::unweighed_parts
   // The total weights the reducers' answers told: the first, and whether another came (AllReduceResult::weight).
   std::optional<double> answered_weight;
@@ -322,7 +321,6 @@ struct Sender : std::enable_shared_from_this<Sender> {
       DEDLOC_RETURN_IF_ERROR(decode(options.codec, bytes_of(frame), values));
       float_ops::add(target, reinterpret_cast<const std::uint8_t*>(values.data()));
     }
-    averaged_elements += part.size();
     return {};
   }
 
@@ -610,8 +608,10 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
         if (options.codec == Codec::kNone) client_.disconnect(group.member(r.member).endpoint);
       }
     }
+    // The parts of every other reducer and our own share make the whole vector.
     result.unaveraged = sender->unaveraged_ranges();
-    std::uint64_t averaged = sender->averaged_elements + (self.sends() ? my_elements : 0);
+    std::uint64_t averaged = group.length();
+    for (const auto& [begin, end] : result.unaveraged) averaged -= end - begin;
     result.bytes_sent = sender->bytes_sent;
     result.unweighed_parts = sender->unweighed_parts;
     result.averaged_fraction = group.length() == 0 || !self.sends() ? 1.0

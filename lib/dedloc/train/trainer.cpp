@@ -618,7 +618,7 @@ GradientRound Trainer::run_gradient_round(double weight) {
     outcome = average();
   }
   GradientRound round{std::move(outcome)};
-  if (round.group && round.group->group_size > 0) zero_unaveraged(round.group->all_reduce, p.gradients.values());
+  if (round.group) zero_unaveraged(round.group->all_reduce, p.gradients.values());  // nothing without a group
   if (options_.across_buckets && !stopping()) {
     across_buckets(round, averager, p.gradients.schema(), p.gradients.values(), bucket, epoch_,
                    options_.averaging.target_group_size, options_.log);
