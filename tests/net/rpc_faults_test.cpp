@@ -158,6 +158,56 @@ TEST_CASE("A request to a silent peer times out within its deadline (+10%)", "[n
   }
 }
 
+TEST_CASE("fail_when_refused: a call to a port nobody listens at fails at once, not at its deadline",
+          "[net][rpc][faults]") {
+  zmq::context_t context;
+  ClientOptions options;
+  options.fail_when_refused = true;
+  Client client(context, options);
+  DeadPort dead;
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the second on the connection the first left refused
+    auto start = std::chrono::steady_clock::now();
+    auto reply = client.call(dead.endpoint, Outgoing::of(wire::Ping{1}), Deadline::after(10s)).wait();
+    INFO("attempt " << attempt << ": failed after " << elapsed_ms(start) << " ms");
+    REQUIRE_FALSE(reply.is_ok());
+    CHECK(reply.status().code() == Code::kUnavailable);
+    CHECK(reply.status().message().find(dead.endpoint) != std::string::npos);
+    CHECK(elapsed_ms(start) < 2000);
+  }
+  // A live peer is reached as ever.
+  Server answering(context, {});
+  REQUIRE(answering.start().is_ok());
+  expect_ping_works(client, answering.endpoint());
+}
+
+TEST_CASE("fail_when_refused: calls to a peer whose process is gone fail at once, and it is reached again once "
+          "back", "[net][rpc][faults]") {
+  zmq::context_t context;
+  ClientOptions options;
+  options.fail_when_refused = true;
+  Client client(context, options);
+  auto silent = std::make_unique<Server>(context, ServerOptions{});
+  silent->handle(wire::MessageType::kPing, [](Incoming&&, Replier) { /* holds every call */ });
+  REQUIRE(silent->start().is_ok());
+  const std::string endpoint = silent->endpoint();
+  auto held = client.call(endpoint, Outgoing::of(wire::Ping{1}), Deadline::after(30s));
+  std::this_thread::sleep_for(200ms);  // connected and sent
+  REQUIRE_FALSE(held.ready());
+
+  auto start = std::chrono::steady_clock::now();
+  silent.reset();  // its port closes, as a SIGKILLed process's does: ZeroMQ's reconnection is refused
+  auto reply = held.wait();
+  INFO("failed after " << elapsed_ms(start) << " ms");
+  REQUIRE_FALSE(reply.is_ok());
+  CHECK(reply.status().code() == Code::kUnavailable);
+  CHECK(elapsed_ms(start) < 2000);
+
+  // Back on the same port (a restarted peer): the next call connects anew.
+  Server back(context, ServerOptions{endpoint});
+  REQUIRE(back.start().is_ok());
+  expect_ping_works(client, endpoint);
+}
+
 TEST_CASE("cancel_pending fails the calls in flight at once and leaves the client usable", "[net][rpc][faults]") {
   zmq::context_t context;
   Server silent(context, {});

@@ -55,9 +55,10 @@ struct Outcome {
 
 // Starts the group (member `victim` dies after `die_after` part events) and collects the survivors.
 // With `relay` (a relay's tcp://HOST:PORT/k/KEY), client members attach to it and are pinged through it.
+// `wait_out_refusals`: the members' clients do not fail calls whose connection is refused (avg_member.cpp).
 std::map<size_t, Outcome> run_group(const std::vector<std::string>& roles, size_t victim, size_t die_after,
                                     int sender_timeout_ms, int reducer_timeout_ms, int liveness_timeout_ms = 0,
-                                    const std::string& relay = "") {
+                                    const std::string& relay = "", bool wait_out_refusals = false) {
   std::string ports, role_list;
   for (size_t i = 0; i < roles.size(); ++i) {
     ports += (i ? "," : "") + std::to_string(free_port());
@@ -76,6 +77,7 @@ std::map<size_t, Outcome> run_group(const std::vector<std::string>& roles, size_
                                   "--out", members[i].out};
     if (i == victim) args.insert(args.end(), {"--die-after-parts", std::to_string(die_after)});
     if (!relay.empty()) args.insert(args.end(), {"--relay", relay});
+    if (wait_out_refusals) args.push_back("--wait-out-refusals");
     members[i].process.emplace(test::ChildProcess::spawn(args));
     auto ready = members[i].process->read_line(30s);
     REQUIRE(ready.has_value());
@@ -213,8 +215,10 @@ TEST_CASE("SIGKILL a member mid-round: a ping it leaves unanswered ends both wai
           "[proc][avg]") {
   // Every member sends and reduces; member 3 dies after its 8th part event. The timeouts are the recipe's
   // defaults (15 s, 30 s): without the liveness pings the survivors would wait 15 s for its parts and 30 s
-  // for its answers. Pinged every 0.5 s, it is known gone within about a second.
-  auto survivors = run_group({"node", "node", "node", "node"}, 3, 8, 15000, 30000, 500);
+  // for its answers. Pinged every 0.5 s, it is known gone within about a second. The members' clients
+  // wait out refused connections here, as they would wait for a machine that went away: a ping's
+  // timeout is the verdict (the next test has the refusal).
+  auto survivors = run_group({"node", "node", "node", "node"}, 3, 8, 15000, 30000, 500, "", true);
   REQUIRE(survivors.size() == 3);
   const double without = mean_factor({0, 1, 2}), with = mean_factor({0, 1, 2, 3});
   for (auto& [i, outcome] : survivors) {
@@ -232,6 +236,21 @@ TEST_CASE("SIGKILL a member mid-round: a ping it leaves unanswered ends both wai
       CHECK((mean || (own && begin >= 3 * 60000)));
     }
     CHECK(outcome.report["averaged_fraction"].get<double>() < 1.0);
+  }
+}
+
+TEST_CASE("SIGKILL a member mid-round: its port refuses the ping, and it is known gone at once, whatever "
+          "liveness_timeout says", "[proc][avg]") {
+  // As above, but a ping may take 10 s to come back: the dead member is still known gone within about the
+  // ping interval (1 s), as its port refuses the connection (net::ClientOptions::fail_when_refused), not
+  // 10 s later when a ping without an answer would have timed out.
+  auto survivors = run_group({"node", "node", "node", "node"}, 3, 8, 15000, 30000, 10000);
+  REQUIRE(survivors.size() == 3);
+  for (auto& [i, outcome] : survivors) {
+    INFO("member " << i << ": " << outcome.report.dump());
+    CHECK(outcome.report["seconds"].get<double>() < 4.0);  // a ping a second + a loaded machine's margin
+    CHECK(outcome.report["gone"] == nlohmann::json::array({3}));
+    CHECK(outcome.report["failed"] == nlohmann::json::array({3}));
   }
 }
 

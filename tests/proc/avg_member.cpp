@@ -3,14 +3,22 @@
 //
 //   avg_member --index I --ports P0,P1,... --roles node,client,aux,... --length L --part E
 //              [--codec none] [--sender-timeout-ms 1000] [--reducer-timeout-ms 2000]
-//              [--liveness-timeout-ms 0] [--die-after-parts N] [--relay tcp://HOST:PORT/k/KEY] --out FILE
+//              [--liveness-timeout-ms 0] [--die-after-parts N] [--relay tcp://HOST:PORT/k/KEY]
+//              [--wait-out-refusals] --out FILE
 //
 // Member i has identity seed (i+1)×32, listens on 127.0.0.1:P_i, holds x_i[k] = (i+1)·g(k) (g: a fixed
 // pattern), weighs i+1, and averages once with the others. With --die-after-parts it SIGKILLs itself after
 // its N-th part event (a part sent, or a part it reduced). It prints {"ready": true} once it serves the
 // round, one JSON line with what it saw at the end, and writes its final vector to FILE (raw float32),
 // atomically. With --relay, client members attach to that relay and every member lists their addresses
-// through it in the group (wire::AvgBegin::relays), where the liveness pings reach them.
+// through it in the group (wire::AvgBegin::relays), where the liveness pings reach them. Its client fails a
+// call whose connection is refused at once, as the averager's does, unless --wait-out-refusals: then only
+// a ping's timeout finds a member gone, as it finds a machine that went away.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -29,6 +37,23 @@
 using namespace dedloc;
 
 namespace {
+
+// Whether 127.0.0.1:`port` accepts a connection within `within` (tried every 20 ms).
+bool wait_until_listening(std::uint16_t port, std::chrono::seconds within) {
+  const auto until = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < until) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
+    const bool listening = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+    ::close(fd);
+    if (listening) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
 
 crypto::Identity identity_of(size_t index) {
   Bytes seed(32, static_cast<std::uint8_t>(index + 1));
@@ -63,6 +88,8 @@ int main(int argc, char** argv) {
   app.add_option("--liveness-timeout-ms", liveness_ms);
   app.add_option("--die-after-parts", die_after);
   app.add_option("--relay", relay);
+  bool wait_out_refusals = false;
+  app.add_flag("--wait-out-refusals", wait_out_refusals);
   app.add_option("--out", out)->required();
   CLI11_PARSE(app, argc, argv);
   const size_t n = ports.size();
@@ -104,7 +131,9 @@ int main(int argc, char** argv) {
   const avg::AvgRole my_role = role_of(roles[index]);
   std::string listen = my_role == avg::AvgRole::kClient ? "tcp://127.0.0.1:0" : "tcp://127.0.0.1:" + std::to_string(ports[index]);
   net::Server server(context, net::ServerOptions{listen, me.peer_id(), {}, &quiet});
-  net::Client client(context, net::ClientOptions{me.peer_id(), {}, std::chrono::seconds(60), &quiet});
+  net::ClientOptions calling{me.peer_id(), {}, std::chrono::seconds(60), &quiet};
+  calling.fail_when_refused = !wait_out_refusals;  // as the averager's client (avg/averager.cpp)
+  net::Client client(context, calling);
   avg::AllReduce all_reduce(server, client, me.peer_id(), &quiet);
   // Parts that arrive between the ready line and run() are held, not refused as "not yet" and sent again
   // (a resend would count as another part event of their sender's --die-after-parts).
@@ -121,6 +150,15 @@ int main(int argc, char** argv) {
     }
   }
   std::cout << nlohmann::json{{"ready", true}}.dump() << std::endl;
+  // The members start one after another: a port not yet listening refuses our parts, which the client fails
+  // at once (it takes a refusal for a member that died). The round starts once every port listens.
+  for (size_t i = 0; i < n; ++i) {
+    if (i == index || role_of(roles[i]) == avg::AvgRole::kClient) continue;
+    if (!wait_until_listening(static_cast<std::uint16_t>(ports[i]), std::chrono::seconds(30))) {
+      std::cerr << "member " << i << " never listened on port " << ports[i] << "\n";
+      return 3;
+    }
+  }
 
   std::vector<float> vector;
   if (my_role != avg::AvgRole::kAux) {

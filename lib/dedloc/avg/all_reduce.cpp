@@ -21,6 +21,11 @@ constexpr size_t kFinishedRoundsRemembered = 64;
 constexpr Duration kRetryInterval = std::chrono::milliseconds(2);
 // How often the waiting caller checks its reducer's senders for silence.
 constexpr Duration kCheckInterval = std::chrono::milliseconds(20);
+// How often a member we wait on is pinged (at most: never more than one ping in flight to it), from this
+// long into the round; liveness_timeout when that is shorter. A ping is cheap, and a member that died is
+// known as soon as a ping fails at once (its relay says it is not attached; its port refuses the
+// connection): pinged only every liveness_timeout, a member that died cost its group up to two of them.
+constexpr Duration kPingInterval = std::chrono::seconds(1);
 // Parts held for an expected round, per member: a sender has `window` parts in flight per reducer (2 by
 // default), so this holds a well-behaved member's whole window; more are refused as "not yet" (retried).
 // At most 8 × 512 KiB per member of the group.
@@ -163,8 +168,9 @@ struct Sender : std::enable_shared_from_this<Sender> {
   std::optional<InFlightWindow> window;  // set before the first send
   std::uint64_t part_bytes = 0;           // a whole part on the wire, for the window's arithmetic
   Duration slowest_part{};                // the longest round trip of a part that came back averaged
-  // Liveness pings (AllReduceOptions::liveness_timeout), per member: in flight now, and gone.
+  // Liveness pings (AllReduceOptions::liveness_timeout), per member: in flight now, gone, and why.
   std::vector<bool> pinging, gone;
+  std::vector<Status> gone_why;
 
   bool done_locked() const {
     return std::all_of(reducers.begin(), reducers.end(), [](const ToReducer& r) { return r.unresolved == 0; });
@@ -344,6 +350,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
                      // kCancelled: we closed the connection ourselves (or are shutting down), not a verdict.
                      if (reply || reply.status().code() == Code::kCancelled || self->closed) return;
                      self->gone[m] = true;
+                     self->gone_why[m] = reply.status();
                      self->changed.notify_all();
                    });
     }
@@ -463,6 +470,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
   sender->group = &group;
   sender->pinging.assign(group.size(), false);
   sender->gone.assign(group.size(), false);
+  sender->gone_why.assign(group.size(), Status{});
   sender->vector = vector;
   sender->weight = weight;
   sender->options = options;
@@ -531,10 +539,11 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
   {
     std::unique_lock lock(sender->mutex);
     TimePoint next_check = std::chrono::steady_clock::now() + kCheckInterval;
-    // The first pings once the round has had liveness_timeout to get going (parts queued at the start are
-    // ahead of them), then one per member per liveness_timeout.
+    // Pings every kPingInterval (liveness_timeout if shorter), from that long into the round; each may take
+    // liveness_timeout to come back (it rides behind the parts queued to its member).
     const bool pings = options.liveness_timeout > Duration::zero();
-    TimePoint next_ping = std::chrono::steady_clock::now() + options.liveness_timeout;
+    const Duration ping_every = std::min(options.liveness_timeout, kPingInterval);
+    TimePoint next_ping = std::chrono::steady_clock::now() + ping_every;
     for (Deadline until = round_deadline(); !(sender->done_locked() && reducer->done()) && !until.passed() && !stopping_;
          until = round_deadline()) {
       TimePoint wake = std::min({next_check, until.at, sender->retries.empty() ? next_check : sender->retries.front().due,
@@ -558,14 +567,17 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
         for (size_t m = 0; m < group.size(); ++m) owes[m] = reducer->owes(m);
         lock.lock();
         sender->ping_awaited(owes, options.liveness_timeout);
-        next_ping = std::chrono::steady_clock::now() + options.liveness_timeout;
+        next_ping = std::chrono::steady_clock::now() + ping_every;
       }
       for (size_t m = 0; m < group.size(); ++m) {
         if (!sender->gone[m] || handled_gone[m]) continue;
         handled_gone[m] = true;
         result_gone.push_back(group.member(m).id);
-        const Status why = error(Code::kUnavailable, "gone: no answer to a ping within " +
-                                                         std::to_string(std::chrono::duration<double>(options.liveness_timeout).count()) + " s");
+        const Status& failed = sender->gone_why[m];
+        const Status why = error(Code::kUnavailable, failed.code() == Code::kTimeout
+                                                         ? "gone: no answer to a ping within " +
+                                                               std::to_string(std::chrono::duration<double>(options.liveness_timeout).count()) + " s"
+                                                         : "gone: its ping failed: " + failed.to_string());
         Logger::Line(log_, LogLevel::kInfo, "avg") << "member " << group.member(m).id.short_string() << " is " << why.message();
         for (auto& r : sender->reducers) {
           if (r.member != m || r.unresolved == 0) continue;

@@ -26,17 +26,18 @@
 // waits for a slow sender.
 //
 // A member known gone ends both waits at once instead: with `liveness_timeout` set, every member we still
-// wait on (its parts, or its answers) is pinged once per liveness_timeout (net::Server answers Ping on
-// every server, from its loop thread, whatever the member is computing), and one that does not answer
-// within liveness_timeout is gone: a SIGKILLed process's port refuses connections, and ZeroMQ retries
-// them silently until the ping's deadline. Its parts are averaged without it (our reducer bans it) and
+// wait on (its parts, or its answers) is pinged about once a second, one ping in flight at a time
+// (net::Server answers Ping on every server, from its loop thread, whatever the member is computing), and
+// one whose ping fails is gone. A failure can be certain at once: a SIGKILLed process's port refuses the
+// connection, which the averager's client reports then (net::ClientOptions::fail_when_refused); a
+// client-mode member cannot be dialled and is pinged through its relay (Member::relay, from its join),
+// which answers at once that a client whose link closed is not attached (a client without one is waited
+// for only until sender_timeout). Otherwise a member is gone when a ping has had no answer within
+// liveness_timeout (a machine that went away). Its parts are averaged without it (our reducer bans it) and
 // we keep our own values for its share (our sender gives up on it, closing the connection so that the
-// parts in flight to it resolve now). A client-mode member cannot be dialled: it is pinged through its
-// relay (Member::relay, from its join), and the relay answers at once that a client whose link closed is
-// not attached; a client without one is waited for only until sender_timeout. A ping to a member that
-// reduces rides the connection that carries our parts to it, behind what is still queued: liveness_timeout
-// must cover a part's round trip under load (the trainer derives it from the round trips it measured,
-// collab/averaging_timeouts.hpp).
+// parts in flight to it resolve now). A ping to a member that reduces rides the connection that carries
+// our parts to it, behind what is still queued: liveness_timeout must cover a part's round trip under load
+// (the trainer derives it from the round trips it measured, collab/averaging_timeouts.hpp).
 //
 // Without compression our parts are sent straight from the caller's vector (ZeroMQ zero-copy frames): run()
 // returns only once ZeroMQ has let go of all of them, and to that end closes its client's connections to
@@ -118,7 +119,7 @@ struct AllReduceResult {
   // their answers) with one total: the weight of the group's senders; 0 otherwise (a part averaged
   // without a sender, a reducer given up on, an older peer's answer).
   double weight = 0;
-  // Members that did not answer a ping within liveness_timeout (their waits ended then).
+  // Members found gone by their pings (their waits ended then).
   std::vector<crypto::PeerId> gone;
   // The longest a part of ours took to come back averaged, among those that did (zero when none did):
   // what a sender or reducer timeout must cover on this network.

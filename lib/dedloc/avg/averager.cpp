@@ -32,7 +32,11 @@ Averager::Averager(zmq::context_t& context, dht::Node& dht, const crypto::Identi
   // Behind NAT, requests arrive through a relay, whose link in this process hands them over in-process.
   serving.also_listen = {in_process_endpoint()};
   server_ = std::make_unique<net::Server>(context_, serving);
-  client_ = std::make_unique<net::Client>(context_, net::ClientOptions{self_, {}, std::chrono::seconds(60), options_.log});
+  // The peers an averager waits on are few (its group's members, leaders, donors), and one that died is
+  // better known at once: a ping or a part to it fails then, not at its deadline (net/client.hpp).
+  net::ClientOptions calling{self_, {}, std::chrono::seconds(60), options_.log};
+  calling.fail_when_refused = true;
+  client_ = std::make_unique<net::Client>(context_, calling);
   all_reduce_ = std::make_unique<AllReduce>(*server_, *client_, self_, options_.log);
   MatchmakingOptions matchmaking;
   matchmaking.group_key = options_.run_id + "_grad";

@@ -1,7 +1,9 @@
 #include "dedloc/net/client.hpp"
 
 #include <atomic>
+#include <cstring>
 #include <map>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
@@ -54,6 +56,10 @@ class ClientLoop {
     size_t in_flight = 0;
     TimePoint last_used;
     Bytes relay_route;  // for a relay:// endpoint: the routing frame that goes before every request
+    // ClientOptions::fail_when_refused: the socket's connection events, and whether the latest says that a
+    // connection attempt failed (none succeeded since).
+    std::optional<zmq::socket_t> monitor;
+    bool refused = false;
   };
   struct Pending {
     Client::Callback done;
@@ -75,6 +81,12 @@ class ClientLoop {
   void make_room_for_connection();
   void connections_changed() { open_connections_.store(connections_.size(), std::memory_order_relaxed); }
   Connection* connection_for(const std::string& endpoint, Status& failure);
+  // ClientOptions::fail_when_refused: watches `socket`'s connection attempts; nullopt when it cannot.
+  std::optional<zmq::socket_t> monitor(zmq::socket_t& socket);
+  // Reads the connection's monitor events; whether its latest connection attempt was refused.
+  bool read_refusals(Connection& connection);
+  // A connection found refused: its calls fail now (kUnavailable), and the next call connects anew.
+  void drop_refused(const std::string& endpoint);
 
   zmq::context_t& context_;
   ClientOptions options_;
@@ -89,11 +101,67 @@ class ClientLoop {
   std::uint64_t next_request_id_ = 1;
   std::atomic<size_t> open_connections_{0};
   std::atomic<std::uint64_t> connections_opened_{0};
+  std::uint64_t monitors_opened_ = 0;  // names each monitor's inproc address
 };
+
+std::optional<zmq::socket_t> ClientLoop::monitor(zmq::socket_t& socket) {
+  const std::string address = "inproc://dedloc-client-monitor-" +
+                              std::to_string(reinterpret_cast<std::uintptr_t>(this)) + "-" +
+                              std::to_string(monitors_opened_++);
+  // CLOSED is what a failed connection attempt reports (refused, unreachable); CONNECTED, one that worked.
+  if (zmq_socket_monitor(socket.handle(), address.c_str(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CLOSED) != 0) {
+    return std::nullopt;
+  }
+  try {
+    zmq::socket_t events(context_, zmq::socket_type::pair);
+    events.set(zmq::sockopt::linger, 0);
+    events.connect(address);
+    return events;
+  } catch (const zmq::error_t&) {
+    return std::nullopt;  // out of sockets: this connection goes unwatched (its calls time out as before)
+  }
+}
+
+bool ClientLoop::read_refusals(Connection& connection) {
+  if (!connection.monitor) return false;
+  while (true) {
+    // An event is two frames: 6 bytes (the event as uint16, a value as uint32), then the endpoint.
+    zmq::message_t event;
+    if (!connection.monitor->recv(event, zmq::recv_flags::dontwait)) break;
+    while (event.more()) {
+      zmq::message_t rest;
+      if (!connection.monitor->recv(rest, zmq::recv_flags::dontwait)) break;
+      if (!rest.more()) break;
+    }
+    if (event.size() < sizeof(std::uint16_t)) continue;
+    std::uint16_t id = 0;
+    std::memcpy(&id, event.data(), sizeof id);
+    if (id == ZMQ_EVENT_CLOSED) connection.refused = true;
+    if (id == ZMQ_EVENT_CONNECTED) connection.refused = false;
+  }
+  return connection.refused;
+}
+
+void ClientLoop::drop_refused(const std::string& endpoint) {
+  std::vector<std::uint64_t> in_flight;
+  for (const auto& [rid, pending] : pending_) {
+    if (pending.endpoint == endpoint) in_flight.push_back(rid);
+  }
+  for (std::uint64_t rid : in_flight) {
+    complete(rid, error(Code::kUnavailable, "nobody listens at " + endpoint + ": the connection was refused"));
+  }
+  connections_.erase(endpoint);
+  connections_changed();
+}
 
 ClientLoop::Connection* ClientLoop::connection_for(const std::string& endpoint, Status& failure) {
   auto it = connections_.find(endpoint);
-  if (it != connections_.end()) return &it->second;
+  if (it != connections_.end()) {
+    if (!read_refusals(it->second)) return &it->second;
+    // Refused when last tried (ZeroMQ is still retrying it): a connection of its own gives this call a
+    // fresh attempt, judged by its own events.
+    drop_refused(endpoint);
+  }
   auto relayed = parse_relay_endpoint(endpoint);
   if (!relayed) {
     failure = relayed.status();
@@ -111,9 +179,13 @@ ClientLoop::Connection* ClientLoop::connection_for(const std::string& endpoint, 
   // A relayed peer is dialled at its relay; each request then names it in a routing frame.
   Bytes route;
   if (*relayed) route = wire::encode_relay_frame(wire::RelayTag::kForward, (*relayed)->target.span());
+  // Watched from before the first attempt, so that every event is this connection's.
+  std::optional<zmq::socket_t> events;
+  if (options_.fail_when_refused) events = monitor(socket);
   failure = connect_to(socket, *relayed ? (*relayed)->relay_endpoint : endpoint, options_.socket.transport.get());
   if (!failure.is_ok()) return nullptr;
-  auto inserted = connections_.emplace(endpoint, Connection{std::move(socket), 0, {}, std::move(route)}).first;
+  auto inserted =
+      connections_.emplace(endpoint, Connection{std::move(socket), 0, {}, std::move(route), std::move(events)}).first;
   connections_opened_.fetch_add(1, std::memory_order_relaxed);
   connections_changed();
   return &inserted->second;
@@ -255,6 +327,9 @@ void ClientLoop::close_idle_connections() {
     if (it->second.in_flight == 0 && now - it->second.last_used > options_.idle_close) {
       it = connections_.erase(it);  // linger is bounded: closing never waits on the peer
     } else {
+      // An idle connection to a dead peer gains events every reconnection (ZeroMQ retries every 100 ms):
+      // read them, so that the monitor's queue stays short and never drops the latest.
+      read_refusals(it->second);
       ++it;
     }
   }
@@ -280,7 +355,13 @@ void ClientLoop::make_room_for_connection() {
 void ClientLoop::run() {
   thread_id_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   std::vector<zmq_pollitem_t> items;
-  std::vector<std::pair<const std::string*, Connection*>> order;
+  // Per polled item after the mailbox: its connection, and whether it is that connection's monitor.
+  struct Polled {
+    const std::string* endpoint;
+    Connection* connection;
+    bool monitor;
+  };
+  std::vector<Polled> order;
   auto last_idle_check = std::chrono::steady_clock::now();
   while (!stopping_.load()) {
     items.clear();
@@ -292,7 +373,11 @@ void ClientLoop::run() {
     for (auto& [endpoint, connection] : connections_) {
       if (connection.in_flight == 0) continue;
       items.push_back({connection.socket.handle(), 0, ZMQ_POLLIN, 0});
-      order.emplace_back(&endpoint, &connection);
+      order.push_back({&endpoint, &connection, false});
+      if (connection.monitor) {
+        items.push_back({connection.monitor->handle(), 0, ZMQ_POLLIN, 0});
+        order.push_back({&endpoint, &connection, true});
+      }
     }
     // Sleep until the next deadline, at most a second (idle connections are checked that often).
     auto now = std::chrono::steady_clock::now();
@@ -305,9 +390,17 @@ void ClientLoop::run() {
       if (e.num() != EINTR) options_.log->error("rpc") << "poll failed: " << e.what();
       continue;
     }
+    std::vector<std::string> refused;
     for (size_t i = 1; i < items.size(); ++i) {
-      if (items[i].revents & ZMQ_POLLIN) receive_from(*order[i - 1].second, *order[i - 1].first);
+      if (!(items[i].revents & ZMQ_POLLIN)) continue;
+      const Polled& polled = order[i - 1];
+      if (!polled.monitor) {
+        receive_from(*polled.connection, *polled.endpoint);
+      } else if (read_refusals(*polled.connection)) {
+        refused.push_back(*polled.endpoint);  // dropped below: `order` points into connections_
+      }
     }
+    for (const std::string& endpoint : refused) drop_refused(endpoint);
     // What those completions sent goes out before the mailbox is read: a disconnect another thread queued
     // after such a send (Client::disconnect) then drops it too.
     start_requests_from_loop();

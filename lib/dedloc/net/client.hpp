@@ -1,10 +1,11 @@
 // The RPC client: requests to many endpoints, many in flight, each with its own deadline.
 //
 // One loop thread owns a DEALER socket per remote endpoint (connected on first use, closed when idle, or when
-// over `max_connections` the least recently used idle one) and matches replies to requests by request id. call() may be used from any thread, including from inside a
-// completion callback. Every call completes exactly once: with the reply, with the remote peer's
-// ErrorReply as a Status, with kTimeout at its deadline (a dead or silent peer), or with kCancelled when
-// the client is destroyed.
+// over `max_connections` the least recently used idle one) and matches replies to requests by request id.
+// call() may be used from any thread, including from inside a completion callback. Every call completes
+// exactly once: with the reply, with the remote peer's ErrorReply as a Status, with kTimeout at its
+// deadline (a dead or silent peer), with kUnavailable when its connection was refused
+// (ClientOptions::fail_when_refused), or with kCancelled when the client is destroyed.
 #pragma once
 
 #include <functional>
@@ -35,6 +36,12 @@ struct ClientOptions {
   // stream of different peers (a DHT node) would otherwise hold every one of them for `idle_close`.
   // (Last, so that positional initializers of the fields above stay valid.)
   size_t max_connections = 0;
+  // Fail the calls to an endpoint as soon as a connection to it is refused (nobody listens there: a peer
+  // whose process died, on a machine still up), with kUnavailable, instead of at their deadlines while
+  // ZeroMQ retries the connection silently. Each connection is then watched by a ZeroMQ socket monitor
+  // (two more inproc sockets and file descriptors), so it is for a client that talks to a few peers it
+  // waits on (the averager's), not to a stream of them (a DHT node's).
+  bool fail_when_refused = false;
 };
 
 // A call in flight (like c10d's Work): wait() blocks until its outcome, at the latest its deadline.
