@@ -208,6 +208,30 @@ TEST_CASE("fail_when_refused: calls to a peer whose process is gone fail at once
   expect_ping_works(client, endpoint);
 }
 
+TEST_CASE("fail_when_refused: connections to a dead port opened and dropped many times leave the client (and "
+          "ZeroMQ's I/O thread) working", "[net][rpc][faults]") {
+  // Each refused connection is dropped while ZeroMQ is retrying it: a monitor event reported then, to a
+  // monitor already closed, would hang the I/O thread that every socket of the process shares.
+  zmq::context_t context;
+  ClientOptions options;
+  options.fail_when_refused = true;
+  Client client(context, options);
+  Server answering(context, {});
+  REQUIRE(answering.start().is_ok());
+  DeadPort dead;
+  for (int i = 0; i < 200; ++i) {
+    auto reply = client.call(dead.endpoint, Outgoing::of(wire::Ping{1}), Deadline::after(5s)).wait();
+    REQUIRE_FALSE(reply.is_ok());
+    REQUIRE(reply.status().code() == Code::kUnavailable);
+    if (i % 50 == 0) std::this_thread::sleep_for(150ms);  // past ZeroMQ's reconnection interval now and then
+  }
+  auto start = std::chrono::steady_clock::now();
+  expect_ping_works(client, answering.endpoint());
+  Client other(context, {});  // another socket on the same I/O thread
+  expect_ping_works(other, answering.endpoint());
+  CHECK(elapsed_ms(start) < 1000);
+}
+
 TEST_CASE("cancel_pending fails the calls in flight at once and leaves the client usable", "[net][rpc][faults]") {
   zmq::context_t context;
   Server silent(context, {});

@@ -52,6 +52,17 @@ class ClientLoop {
 
  private:
   struct Connection {
+    Connection(zmq::socket_t dealer, Bytes route, std::optional<zmq::socket_t> events)
+        : socket(std::move(dealer)), relay_route(std::move(route)), monitor(std::move(events)) {}
+    Connection(Connection&&) = default;
+    Connection& operator=(Connection&&) = delete;
+    // A monitored socket stops its monitor before it closes: ZeroMQ sends monitor events blocking, from its
+    // I/O thread, and a connection attempt cut short by the close reports one; sent to a monitor whose
+    // reader is gone, it would hang that thread, and every socket of the process with it.
+    ~Connection() {
+      if (monitor && socket) zmq_socket_monitor(socket.handle(), nullptr, 0);
+    }
+
     zmq::socket_t socket;
     size_t in_flight = 0;
     TimePoint last_used;
@@ -185,7 +196,7 @@ ClientLoop::Connection* ClientLoop::connection_for(const std::string& endpoint, 
   failure = connect_to(socket, *relayed ? (*relayed)->relay_endpoint : endpoint, options_.socket.transport.get());
   if (!failure.is_ok()) return nullptr;
   auto inserted =
-      connections_.emplace(endpoint, Connection{std::move(socket), 0, {}, std::move(route), std::move(events)}).first;
+      connections_.emplace(endpoint, Connection(std::move(socket), std::move(route), std::move(events))).first;
   connections_opened_.fetch_add(1, std::memory_order_relaxed);
   connections_changed();
   return &inserted->second;
