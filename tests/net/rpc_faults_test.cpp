@@ -61,6 +61,34 @@ struct MuteListener {
   ~MuteListener() { ::close(fd); }
 };
 
+// A TCP port whose accept queue is full: the kernel answers no further SYN, so a connection to it stays in
+// progress (its SYN retried) for seconds, as one to a distant or overloaded peer does.
+struct FullBacklog {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  std::vector<int> fillers;
+  std::string endpoint;
+  FullBacklog() {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd, 0) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      return;
+    }
+    for (int i = 0; i < 4; ++i) {  // connections nobody accepts fill the queue
+      const int filler = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      (void)::connect(filler, reinterpret_cast<sockaddr*>(&address), sizeof address);
+      fillers.push_back(filler);
+    }
+    endpoint = "tcp://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  }
+  ~FullBacklog() {
+    for (const int filler : fillers) ::close(filler);
+    ::close(fd);
+  }
+};
+
 // A raw DEALER, to send bytes no dedloc client would.
 struct RawPeer {
   zmq::socket_t socket;
@@ -228,6 +256,23 @@ TEST_CASE("fail_when_refused: connections to a dead port opened and dropped many
   auto start = std::chrono::steady_clock::now();
   expect_ping_works(client, answering.endpoint());
   Client other(context, {});  // another socket on the same I/O thread
+  expect_ping_works(other, answering.endpoint());
+  CHECK(elapsed_ms(start) < 1000);
+
+  // A connection closed while its connection attempt is in progress (disconnect): the attempt cut short
+  // reports an event as the socket closes.
+  FullBacklog pending;
+  REQUIRE_FALSE(pending.endpoint.empty());
+  for (int i = 0; i < 3; ++i) {
+    auto stuck = client.call(pending.endpoint, Outgoing::of(wire::Ping{1}), Deadline::after(10s));
+    std::this_thread::sleep_for(100ms);
+    client.disconnect(pending.endpoint);
+    auto reply = stuck.wait();
+    REQUIRE_FALSE(reply.is_ok());
+    CHECK(reply.status().code() == Code::kCancelled);
+  }
+  start = std::chrono::steady_clock::now();
+  expect_ping_works(client, answering.endpoint());
   expect_ping_works(other, answering.endpoint());
   CHECK(elapsed_ms(start) < 1000);
 }
