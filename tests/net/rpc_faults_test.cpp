@@ -42,6 +42,16 @@ struct DeadPort {
   DeadPort& operator=(const DeadPort&) = delete;
 };
 
+// Binds `fd` to a free port of 127.0.0.1 and listens with `backlog`; `address` gets the port.
+bool listen_on_loopback(int fd, int backlog, sockaddr_in& address) {
+  address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  return ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 && ::listen(fd, backlog) == 0 &&
+         ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+}
+
 // A TCP port that accepts connections (the kernel completes them) but never speaks ZeroMQ: what is sent to
 // it stays queued in ZeroMQ, waiting for a handshake that never comes. Unlike a closed port (dead_endpoint),
 // nobody else can take the port while the test runs, so nothing queued there is ever delivered.
@@ -50,13 +60,7 @@ struct MuteListener {
   std::string endpoint;
   MuteListener() {
     sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 && ::listen(fd, 16) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-      endpoint = "tcp://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
-    }
+    if (listen_on_loopback(fd, 16, address)) endpoint = "tcp://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
   }
   ~MuteListener() { ::close(fd); }
 };
@@ -69,13 +73,7 @@ struct FullBacklog {
   std::string endpoint;
   FullBacklog() {
     sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd, 0) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      return;
-    }
+    if (!listen_on_loopback(fd, 0, address)) return;
     for (int i = 0; i < 4; ++i) {  // connections nobody accepts fill the queue
       const int filler = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
       (void)::connect(filler, reinterpret_cast<sockaddr*>(&address), sizeof address);

@@ -129,7 +129,10 @@ std::optional<zmq::socket_t> ClientLoop::monitor(zmq::socket_t& socket) {
     events.connect(address);
     return events;
   } catch (const zmq::error_t&) {
-    return std::nullopt;  // out of sockets: this connection goes unwatched (its calls time out as before)
+    // Out of sockets: this connection goes unwatched (its calls time out as before), and its monitor stops,
+    // which would otherwise block ZeroMQ's I/O thread on its first event, with nobody to read it.
+    zmq_socket_monitor(socket.handle(), nullptr, 0);
+    return std::nullopt;
   }
 }
 
@@ -339,7 +342,7 @@ void ClientLoop::close_idle_connections() {
       it = connections_.erase(it);  // linger is bounded: closing never waits on the peer
     } else {
       // An idle connection to a dead peer gains events every reconnection (ZeroMQ retries every 100 ms):
-      // read them, so that the monitor's queue stays short and never drops the latest.
+      // read them, so that the monitor's queue never fills (ZeroMQ would block its I/O thread on it).
       read_refusals(it->second);
       ++it;
     }
