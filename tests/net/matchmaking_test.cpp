@@ -338,38 +338,3 @@ TEST_CASE("Matchmaking: a merge the earlier leader cannot fit leaves both groups
   CHECK(gc->index_of(c.id));
   CHECK(gc->index_of(d.id));
 }
-
-TEST_CASE("Matchmaking: a peer that yields to a formed group stops looking when its round's group formed without it",
-          "[net][avg]") {
-  auto swarm = test::quiet_swarm(4);
-  zmq::context_t context;
-  const Bytes schema(wire::kSchemaHashBytes, 0x42);
-  Looker a(context, swarm->node(0), options_for(16, 20s)), b(context, swarm->node(1), options_for(16, 20s));
-  auto yielding = options_for(16, 20s);
-  yielding.yield_to_formed_group = true;
-  Looker late(context, swarm->node(2), yielding), other(context, swarm->node(3), options_for(16, 2s));
-  // a and b expect only each other: their group forms at once.
-  auto fa = std::async(std::launch::async, [&] { return a.matchmaker->find_group(schema, 100000, 2); });
-  auto fb = std::async(std::launch::async, [&] { return b.matchmaker->find_group(schema, 100000, 2); });
-  REQUIRE(fa.get().is_ok());
-  REQUIRE(fb.get().is_ok());
-
-  // A latecomer to that round is told it formed, and gives up long before its 20 s deadline.
-  const auto started = std::chrono::steady_clock::now();
-  auto group = late.matchmaker->find_group(schema, 100000, 3);
-  REQUIRE_FALSE(group.is_ok());
-  INFO(group.status().to_string());
-  CHECK(group.status().code() == Code::kTimeout);
-  CHECK(group.status().message().find("formed without us") != std::string::npos);
-  CHECK(late.matchmaker->last_search().formed_without_us);
-  CHECK(std::chrono::steady_clock::now() - started < 5s);
-
-  // Without the option a latecomer goes on looking (leading a group of latecomers, if any came) until its
-  // own deadline.
-  const auto other_started = std::chrono::steady_clock::now();
-  auto alone = other.matchmaker->find_group(schema, 100000, 3);
-  REQUIRE_FALSE(alone.is_ok());
-  CHECK(alone.status().message().find("formed without us") == std::string::npos);
-  CHECK_FALSE(other.matchmaker->last_search().formed_without_us);
-  CHECK(std::chrono::steady_clock::now() - other_started >= 2s);
-}

@@ -49,7 +49,6 @@ Averager::Averager(zmq::context_t& context, dht::Node& dht, const crypto::Identi
   matchmaking.grace = options_.grace;
   matchmaking.part_elements = options_.part_elements;
   matchmaking.announce = options_.announce;
-  matchmaking.yield_to_formed_group = options_.yield_to_formed_group;
   matchmaker_ = std::make_unique<Matchmaker>(dht_, *server_, *client_, self_, matchmaking, options_.log);
 }
 
@@ -139,17 +138,12 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
     prepared_.reset();
     outcome.found_ahead = group->is_ok();
   }
-  // Nothing prepared, or the search ahead found nobody: the others may be stepping now, look again. Not
-  // when it found our round's group formed without us: a search now would meet only latecomers.
-  const bool formed_without_us = group && !group->is_ok() && matchmaker_->last_search().formed_without_us;
-  if (!outcome.found_ahead && !formed_without_us) {
-    group = matchmaker_->find_group(schema.hash, schema.length, expected_peers, options_.run_id + "_" + what);
-  }
+  // Nothing prepared, or the search ahead found nobody: the others may be stepping now, look again.
+  if (!outcome.found_ahead) group = matchmaker_->find_group(schema.hash, schema.length, expected_peers, options_.run_id + "_" + what);
   last_group_.reset();
   if (!*group) {
     if (group->status().code() != Code::kTimeout) return group->status();
     outcome.why_alone = group->status().message();
-    outcome.formed_without_us = matchmaker_->last_search().formed_without_us;
     return outcome;
   }
   const auto search = matchmaker_->last_search();

@@ -34,7 +34,6 @@ struct AveragerOptions {
   size_t min_group_size = kDefaultMinGroupSize;
   Duration matchmaking_time = kDefaultMatchmakingTime;
   Duration grace{};                          // Search::grace (zero: wait for every expected peer)
-  bool yield_to_formed_group = false;        // see MatchmakingOptions::yield_to_formed_group
   AllReduceOptions all_reduce;
   Duration averaging_timeout = std::chrono::seconds(60);  // one all-reduce, after the group formed
   std::uint64_t part_elements = default_part_elements();  // the grid we announce when we lead
@@ -52,7 +51,6 @@ struct StepOutcome {
   Duration all_reduce_time{};    // when a group formed: how long its all-reduce took (up to its deadline)
   bool all_reduce_timed_out = false;  // ... and whether the deadline ended it
   std::string why_alone;         // when no group formed
-  bool formed_without_us = false;  // ... because our round's group formed without us (yield_to_formed_group)
   // What matchmaking saw (Matchmaker::SearchReport), when a group formed:
   Duration matchmaking_time{};               // how long finding it took (zero when found ahead)
   std::optional<Duration> quorum_to_full;    // we led, every expected peer came: the last one after the quorum

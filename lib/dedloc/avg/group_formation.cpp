@@ -113,9 +113,6 @@ NextStep GroupFormation::next(TimePoint now) const {
 
 std::optional<wire::AvgJoinRefused> GroupFormation::on_join(const crypto::PeerId& who, const wire::AvgJoin& join,
                                                             TimePoint now) {
-  if (join.group_key == formed_key_ && (join.group_key != search_.group_key || !looking())) {
-    return refusal(wire::JoinRefusal::kTooLate, "the group under '" + join.group_key + "' formed already");
-  }
   if (join.group_key != search_.group_key || !looking()) {
     return refusal(wire::JoinRefusal::kNotLooking, "not looking for a group under '" + join.group_key + "' now");
   }
@@ -179,7 +176,6 @@ std::optional<std::vector<wire::JoinCompanion>> GroupFormation::ask(const std::s
 
 std::vector<crypto::PeerId> GroupFormation::on_taken() {
   state_ = State::kDone;
-  formed_key_ = search_.group_key;
   return take_followers();
 }
 
@@ -229,10 +225,7 @@ Assembly GroupFormation::assemble(Bytes group_id, std::uint64_t shuffle_seed) {
     begin.part_elements = grid_part_elements(begin.counts, search_.part_elements);
     return Group::from_begin(std::move(begin));
   }();
-  if (group) {
-    formed_key_ = search_.group_key;
-    return Assembly{std::move(group), std::move(followers), std::nullopt, quorum_to_full, by_quorum};
-  }
+  if (group) return Assembly{std::move(group), std::move(followers), std::nullopt, quorum_to_full, by_quorum};
   return Assembly{group.status().with_context("assembling the group"), std::move(followers),
                   refusal(wire::JoinRefusal::kBadRequest, "the group cannot average: " + group.status().message()),
                   std::nullopt, false};

@@ -108,8 +108,7 @@ class GroupFormation {
 
   // A join request from `who` (the envelope's sender). nullopt: accepted and held until the group forms
   // (a retry replaces the same peer's earlier request, which is dropped unanswered). Otherwise the refusal
-  // to send at once: kTooLate for the key of the last group we formed or joined (it formed without them),
-  // kNotLooking for another key we are not looking under.
+  // to send at once.
   // `now` times the quorum's grace (Search::grace).
   std::optional<wire::AvgJoinRefused> on_join(const crypto::PeerId& who, const wire::AvgJoin& join,
                                               TimePoint now = TimePoint{});
@@ -186,7 +185,6 @@ class GroupFormation {
   double expiration_ = 0;
   std::vector<Follower> followers_;
   std::optional<TimePoint> quorum_at_;  // when the group we lead reached its quorum (this search)
-  std::string formed_key_;              // the key of the last search that ended in a group
   TimePoint last_join_at_{};
   TimePoint released_at_{};
 };

@@ -95,7 +95,8 @@ void Matchmaker::on_join(wire::AvgJoin&& join, net::Incoming&& request, net::Rep
   if (refused) {
     Logger::Line(log_, LogLevel::kDebug, kLog) << "refused " << who.short_string() << " for '" << join.group_key
                                                 << "': " << refused->detail;
-    if (refused->reason == wire::JoinRefusal::kTooLate && !quorum_round_.empty() && join.group_key == quorum_round_) {
+    if (refused->reason == wire::JoinRefusal::kNotLooking && !formation_.looking() && !quorum_round_.empty() &&
+        join.group_key == quorum_round_) {
       ++late_joiners_;
       Logger::Line(log_, LogLevel::kDebug, kLog) << "a join for '" << join.group_key << "' came after its quorum's grace";
     }
@@ -153,7 +154,7 @@ Matchmaker::JoinOutcome Matchmaker::try_join(const net::PeerAddress& leader, Dea
     if (!refused->leader.empty()) {
       if (auto parsed = net::PeerAddress::parse(refused->leader)) other = *parsed;
     }
-    return {std::nullopt, {}, refused->detail, other, refused->reason == wire::JoinRefusal::kTooLate};
+    return {std::nullopt, {}, refused->detail, other};
   }
   auto begin = reply->decode<wire::AvgBegin>();
   if (!begin) return {std::nullopt, {}, "a bad BEGIN: " + begin.status().to_string(), std::nullopt};
@@ -201,7 +202,6 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
     search.matchmaking_time = options_.matchmaking_time;
     search.grace = options_.grace;
     started = clock_.now();
-    last_search_ = {};
     if (stopping_) return error(Code::kCancelled, "this peer is shutting down");
     formation_.start(search, clock_.now(), clock_.unix_seconds());
     repliers_.clear();
@@ -301,15 +301,6 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
       if (outcome.other_leader) queue.emplace_front(*outcome.other_leader, 0.0);
       last_refusal = leader.to_string() + ": " + outcome.why;
       Logger::Line(log_, LogLevel::kDebug, kLog) << "not taken by " << last_refusal;
-      if (outcome.formed && options_.yield_to_formed_group && formation_.group_size() <= 1) {
-        // Our round's group formed without us: what is left is a group of latecomers, whose step would
-        // leave them on parameters of their own. Not with followers of our own: a group that formed beside
-        // that one is no latecomers' (two leaders of one bucket whose views differ), and is not broken up.
-        dismiss_locked(formation_.time_out());  // idle again (there are no followers to answer)
-        last_search_.formed_without_us = true;
-        return error(Code::kTimeout, "the group under '" + options_.group_key + "' formed without us (" +
-                                         last_refusal + ")");
-      }
     }
     std::unique_lock lock(mutex_);
     Duration wait = std::min<Duration>(deadline.remaining(clock_), kPollInterval);

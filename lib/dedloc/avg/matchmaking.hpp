@@ -61,10 +61,6 @@ struct MatchmakingOptions {
   // Where others dial our averaging server; empty: its bound endpoint, a wildcard host replaced by the
   // address our DHT node advertises. Ignored for clients (nobody can dial them; they never lead).
   std::string announce;
-  // A search that a leader under its key refuses as too late (that key's group formed without us) ends
-  // there without a group (SearchReport::formed_without_us) instead of leading or joining the latecomers:
-  // for a trainer that sits such a round out and loads its result (collaboration.sit_out_missed_rounds).
-  bool yield_to_formed_group = false;
 };
 
 // Where others dial an averaging server: nothing for a client-mode peer (nobody can dial it); `announce`,
@@ -120,7 +116,6 @@ class Matchmaker {
     bool led = false;                       // we formed it
     std::optional<Duration> quorum_to_full; // GroupFormation's Assembly::quorum_to_full, when we led
     bool by_quorum = false;                 // we formed it by quorum and grace, expected peers missing
-    bool formed_without_us = false;         // no group: the key's group formed without us (yield_to_formed_group)
   };
   SearchReport last_search() const;
   // Join requests refused since the last call because they came after our group for their round had
@@ -148,7 +143,6 @@ class Matchmaker {
     wire::AvgBegin begin;                           // as received, to pass on to our followers after a merge
     std::string why;                                // otherwise: why not
     std::optional<net::PeerAddress> other_leader;   // a leader the refusal suggests instead
-    bool formed = false;                            // refused as too late: its group under our key formed
   };
   // Asks `leader` to take us, waiting (bounded) for its BEGIN.
   // `companions` are our followers when we merge our group into the leader's: the BEGIN must list them.

@@ -190,10 +190,6 @@ SwarmPresenceOptions presence_options(const TrainerOptions& options) {
   SwarmPresenceOptions presence;
   presence.run_id = options.run_id;
   presence.averaging = options.averaging;
-  // A trainer that sits a missed round out (loads its result) stops looking once the round's group formed
-  // without it: the latecomers' group it would otherwise lead or join steps apart from the swarm.
-  presence.averaging.yield_to_formed_group = options.collaboration.sit_out_missed_rounds &&
-                                             options.collaboration.mode == CollaborationMode::kSynchronous;
   presence.relaying = options.relaying;
   presence.target_batch_size = options.training.target_batch_size;
   presence.record_ttl = options.record_ttl;
@@ -617,8 +613,7 @@ GradientRound Trainer::run_gradient_round(double weight) {
   // moment apart): one more window overlaps theirs, where stepping alone now would leave us out of
   // phase for good.
   // Not when most of them already stepped past this round: nobody is left to meet.
-  // Nor when our round's group formed without us: only latecomers are left to meet.
-  if (outcome && outcome->group_size == 0 && !outcome->formed_without_us && p.swarm.others() > 0 && !stopping() &&
+  if (outcome && outcome->group_size == 0 && p.swarm.others() > 0 && !stopping() &&
       !collab::round_over_without_us(p.swarm.tracker().others_records(), epoch_)) {
     outcome = average();
   }

@@ -97,7 +97,7 @@ enum class JoinRefusal : std::uint8_t {
   kGroupFull = 3,
   kNotALeader = 4,    // follows another leader (`leader` names it)
   kDisbanded = 5,     // was a leader, joined a bigger group (`leader` names its new leader)
-  kTooLate = 6,       // already assembled: the group under that key formed (or the search gave up)
+  kTooLate = 6,       // already assembled
   kBadRequest = 7,
 };
 

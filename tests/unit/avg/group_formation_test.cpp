@@ -135,7 +135,7 @@ TEST_CASE("Group formation: a leader refuses joiners, each refusal saying why", 
   Peer p(search_for(3));
   const auto who = p.other();
 
-  SECTION("not looking: before a search, under another key; too late: after the group formed") {
+  SECTION("not looking: before a search, under another key, after the group formed") {
     GroupFormation idle(p.self);
     auto refused = idle.on_join(who, join_as());
     CHECK(refusal_of(refused) == wire::JoinRefusal::kNotLooking);
@@ -147,7 +147,7 @@ TEST_CASE("Group formation: a leader refuses joiners, each refusal saying why", 
     p.take();
     p.take();
     REQUIRE(p.assemble().group.is_ok());
-    CHECK(refusal_of(p.formation.on_join(who, join_as())) == wire::JoinRefusal::kTooLate);
+    CHECK(refusal_of(p.formation.on_join(who, join_as())) == wire::JoinRefusal::kNotLooking);
   }
   SECTION("another tensor schema") {
     auto odd = join_as();
@@ -772,45 +772,4 @@ TEST_CASE("Group formation: a leader merging into an earlier one waits for it un
   // Never past what we would wait alone (deadline + 2 s), nor before now.
   CHECK(std::chrono::abs(wait_with_followers_until({60}) - 7s) < 1ms);
   CHECK(wait_with_followers_until({0.2}) == Duration::zero());
-}
-
-TEST_CASE("Group formation: once its group formed, a peer refuses latecomers to that key as too late, others as "
-          "not looking", "[unit][avg][matchmaking]") {
-  auto other_key = [] {
-    wire::AvgJoin j = join_as();
-    j.group_key = "run1_grad.x";
-    return j;
-  };
-  SECTION("a leader whose group formed") {
-    Peer p(search_for(2));
-    p.take();
-    REQUIRE(p.assemble().group.is_ok());
-    auto late = p.formation.on_join(p.other(), join_as(), p.clock.now());
-    CHECK(refusal_of(late) == wire::JoinRefusal::kTooLate);
-    CHECK(late->detail == "the group under 'run1_grad' formed already");
-    CHECK(refusal_of(p.formation.on_join(p.other(), other_key(), p.clock.now())) == wire::JoinRefusal::kNotLooking);
-  }
-  SECTION("a joiner taken into another leader's group") {
-    Peer p(search_for(4));
-    REQUIRE(p.formation.ask("tcp://10.0.0.9:5000/p/leader"));
-    CHECK(p.formation.on_taken().empty());
-    CHECK(refusal_of(p.formation.on_join(p.other(), join_as(), p.clock.now())) == wire::JoinRefusal::kTooLate);
-  }
-  SECTION("a search that gave up formed nothing: not looking") {
-    Peer p(search_for(4));
-    p.clock.advance(6s);
-    REQUIRE(p.next() == NextStep::kGiveUp);
-    (void)p.formation.time_out();
-    CHECK(refusal_of(p.formation.on_join(p.other(), join_as(), p.clock.now())) == wire::JoinRefusal::kNotLooking);
-  }
-  SECTION("the next search under another key: latecomers to the formed one still hear it formed") {
-    Peer p(search_for(2));
-    p.take();
-    REQUIRE(p.assemble().group.is_ok());
-    Search next = search_for(2);
-    next.group_key = "run1_grad.x";
-    p.start(next);
-    CHECK(refusal_of(p.formation.on_join(p.other(), join_as(), p.clock.now())) == wire::JoinRefusal::kTooLate);
-    CHECK_FALSE(p.formation.on_join(p.other(), other_key(), p.clock.now()));  // taken
-  }
 }
