@@ -134,6 +134,13 @@ void expect_ping_works(Client& client, const std::string& endpoint) {
   CHECK(pong->ping_sent_unix_time == 9);
 }
 
+// A client's options as the averager's: a call whose connection is refused fails at once.
+ClientOptions failing_when_refused() {
+  ClientOptions options;
+  options.fail_when_refused = true;
+  return options;
+}
+
 double elapsed_ms(TimePoint start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
@@ -187,9 +194,7 @@ TEST_CASE("A request to a silent peer times out within its deadline (+10%)", "[n
 TEST_CASE("fail_when_refused: a call to a port nobody listens at fails at once, not at its deadline",
           "[net][rpc][faults]") {
   zmq::context_t context;
-  ClientOptions options;
-  options.fail_when_refused = true;
-  Client client(context, options);
+  Client client(context, failing_when_refused());
   DeadPort dead;
   for (int attempt = 0; attempt < 2; ++attempt) {  // the second on the connection the first left refused
     auto start = std::chrono::steady_clock::now();
@@ -209,9 +214,7 @@ TEST_CASE("fail_when_refused: a call to a port nobody listens at fails at once, 
 TEST_CASE("fail_when_refused: calls to a peer whose process is gone fail at once, and it is reached again once "
           "back", "[net][rpc][faults]") {
   zmq::context_t context;
-  ClientOptions options;
-  options.fail_when_refused = true;
-  Client client(context, options);
+  Client client(context, failing_when_refused());
   auto silent = std::make_unique<Server>(context, ServerOptions{});
   silent->handle(wire::MessageType::kPing, [](Incoming&&, Replier) { /* holds every call */ });
   REQUIRE(silent->start().is_ok());
@@ -239,9 +242,7 @@ TEST_CASE("fail_when_refused: connections to a dead port opened and dropped many
   // Each refused connection is dropped while ZeroMQ is retrying it: a monitor event reported then, to a
   // monitor already closed, would hang the I/O thread that every socket of the process shares.
   zmq::context_t context;
-  ClientOptions options;
-  options.fail_when_refused = true;
-  Client client(context, options);
+  Client client(context, failing_when_refused());
   Server answering(context, {});
   REQUIRE(answering.start().is_ok());
   DeadPort dead;

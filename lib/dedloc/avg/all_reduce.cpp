@@ -574,10 +574,11 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
         handled_gone[m] = true;
         result_gone.push_back(group.member(m).id);
         const Status& failed = sender->gone_why[m];
-        const Status why = error(Code::kUnavailable, failed.code() == Code::kTimeout
-                                                         ? "gone: no answer to a ping within " +
-                                                               std::to_string(std::chrono::duration<double>(options.liveness_timeout).count()) + " s"
-                                                         : "gone: its ping failed: " + failed.to_string());
+        const double waited = std::chrono::duration<double>(options.liveness_timeout).count();
+        const Status why =
+            error(Code::kUnavailable, failed.code() == Code::kTimeout
+                                          ? "gone: no answer to a ping within " + std::to_string(waited) + " s"
+                                          : "gone: its ping failed: " + failed.to_string());
         Logger::Line(log_, LogLevel::kInfo, "avg") << "member " << group.member(m).id.short_string() << " is " << why.message();
         for (auto& r : sender->reducers) {
           if (r.member != m || r.unresolved == 0) continue;
