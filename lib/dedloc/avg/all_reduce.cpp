@@ -168,9 +168,9 @@ struct Sender : std::enable_shared_from_this<Sender> {
   std::optional<InFlightWindow> window;  // set before the first send
   std::uint64_t part_bytes = 0;           // a whole part on the wire, for the window's arithmetic
   Duration slowest_part{};                // the longest round trip of a part that came back averaged
-  // Liveness pings (AllReduceOptions::liveness_timeout), per member: in flight now, gone, and why.
-  std::vector<bool> pinging, gone;
-  std::vector<Status> gone_why;
+  // Liveness pings (AllReduceOptions::liveness_timeout), per member: in flight now; once gone, why.
+  std::vector<bool> pinging;
+  std::vector<std::optional<Status>> gone;
 
   bool done_locked() const {
     return std::all_of(reducers.begin(), reducers.end(), [](const ToReducer& r) { return r.unresolved == 0; });
@@ -349,8 +349,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
                      self->pinging[m] = false;
                      // kCancelled: we closed the connection ourselves (or are shutting down), not a verdict.
                      if (reply || reply.status().code() == Code::kCancelled || self->closed) return;
-                     self->gone[m] = true;
-                     self->gone_why[m] = reply.status();
+                     self->gone[m] = reply.status();
                      self->changed.notify_all();
                    });
     }
@@ -469,8 +468,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
   sender->client_self = self_;
   sender->group = &group;
   sender->pinging.assign(group.size(), false);
-  sender->gone.assign(group.size(), false);
-  sender->gone_why.assign(group.size(), Status{});
+  sender->gone.assign(group.size(), std::nullopt);
   sender->vector = vector;
   sender->weight = weight;
   sender->options = options;
@@ -573,7 +571,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
         if (!sender->gone[m] || handled_gone[m]) continue;
         handled_gone[m] = true;
         result_gone.push_back(group.member(m).id);
-        const Status& failed = sender->gone_why[m];
+        const Status& failed = *sender->gone[m];
         const double waited = std::chrono::duration<double>(options.liveness_timeout).count();
         const Status why =
             error(Code::kUnavailable, failed.code() == Code::kTimeout

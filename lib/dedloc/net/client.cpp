@@ -84,6 +84,8 @@ class ClientLoop {
   // A request or a disconnect, taken from the mailbox or from_loop_.
   void take(Request&& request);
   void disconnect_now(const std::string& endpoint);
+  // Fails the calls in flight to `endpoint` with `why` and closes our connection to it (if any).
+  void close_connection(const std::string& endpoint, const Status& why);
   void receive_from(Connection& connection, const std::string& endpoint);
   void complete(std::uint64_t request_id, Result<Incoming>&& outcome);
   void expire_deadlines();
@@ -157,15 +159,7 @@ bool ClientLoop::read_refusals(Connection& connection) {
 }
 
 void ClientLoop::drop_refused(const std::string& endpoint) {
-  std::vector<std::uint64_t> in_flight;
-  for (const auto& [rid, pending] : pending_) {
-    if (pending.endpoint == endpoint) in_flight.push_back(rid);
-  }
-  for (std::uint64_t rid : in_flight) {
-    complete(rid, error(Code::kUnavailable, "nobody listens at " + endpoint + ": the connection was refused"));
-  }
-  connections_.erase(endpoint);
-  connections_changed();
+  close_connection(endpoint, error(Code::kUnavailable, "nobody listens at " + endpoint + ": the connection was refused"));
 }
 
 ClientLoop::Connection* ClientLoop::connection_for(const std::string& endpoint, Status& failure) {
@@ -260,11 +254,15 @@ void ClientLoop::take(Request&& request) {
 }
 
 void ClientLoop::disconnect_now(const std::string& endpoint) {
+  close_connection(endpoint, error(Code::kCancelled, "the connection to " + endpoint + " was closed"));
+}
+
+void ClientLoop::close_connection(const std::string& endpoint, const Status& why) {
   std::vector<std::uint64_t> in_flight;
   for (const auto& [rid, pending] : pending_) {
     if (pending.endpoint == endpoint) in_flight.push_back(rid);
   }
-  for (std::uint64_t rid : in_flight) complete(rid, error(Code::kCancelled, "the connection to " + endpoint + " was closed"));
+  for (std::uint64_t rid : in_flight) complete(rid, why);
   // Linger is 0: closing drops what is queued at once, and ZeroMQ gives back its zero-copy frames.
   connections_.erase(endpoint);
   connections_changed();
