@@ -57,5 +57,7 @@ DEDLOC_FUZZ_TARGET(envelope) {
   try_decode<AvgPartDelta>(*header);
   try_decode<AvgStateRequest>(*header);
   try_decode<AvgStateReply>(*header);
+  try_decode<AvgResultRequest>(*header);
+  try_decode<AvgResultReply>(*header);
   return 0;
 }

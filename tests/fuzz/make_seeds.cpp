@@ -133,6 +133,8 @@ void envelope_seeds(const fs::path& dir) {
         header_of(AvgStateReply{"run1", 7, Bytes(32, 0x5c), 3871, 0, 0, 0, 1, true,
                                 {{"embed.weight", {30, 128}}, {"ln.bias", {30}}, {"step", {}}, {"empty", {0, 4}}},
                                 {{"lr", 0.00125}, {"optimizer", std::string("lamb")}, {"scheduler_step", 1000.0}}}));
+  write(dir, "seed-avg-result-request", header_of(AvgResultRequest{"run1_grad.5.x", 0, 1 << 20}));
+  write(dir, "seed-avg-result-part", header_of(AvgResultReply{"run1_grad.5.x", Bytes(32, 0x5c), 3 << 20, 3, 1 << 20, 1 << 20}, 1));
   write(dir, "seed-rid-max", header_of(Ping{0}, 0, UINT64_MAX));
   write(dir, "seed-empty-map", Bytes{0x80});
   write(dir, "seed-nil", Bytes{0xc0});
@@ -364,6 +366,8 @@ void records_seeds(const fs::path& dir) {
   MapWriter schema;
   schema.put_binary("hash", Bytes(32, 0x5c)).put("len", std::uint64_t{1} << 20);
   write(dir, "seed-vector-schema", cat({Bytes{4}, schema.to_bytes()}));
+  const Bytes held = wire::encode_round_result({Bytes(32, 0x5c), std::uint64_t{1} << 20, 3});
+  write(dir, "seed-round-result", cat({Bytes{4}, held}));
 
   // Whole entries, signed by the fixed identity, in each family.
   write(dir, "seed-entry-progress", signed_entry_input(1, "run", progress_value));
@@ -371,6 +375,7 @@ void records_seeds(const fs::path& dir) {
   write(dir, "seed-entry-donors", signed_entry_input(3, "run", donor.to_bytes()));
   write(dir, "seed-entry-relays", signed_entry_input(4, "dedloc", listing.to_bytes()));
   write(dir, "seed-entry-schema", signed_entry_input(5, "run", schema.to_bytes()));
+  write(dir, "seed-entry-held", signed_entry_input(6, "run_grad.5.x", held));
   write(dir, "seed-entry-withdrawn", signed_entry_input(1, "run", {}));
   // Unowned and unsigned, expiration as a raw double.
   double expiration = fuzz::kRecordsNow + 30;

@@ -2,7 +2,7 @@
 // built from them: progress and metrics records (collab/progress.hpp), the record validator with every
 // family's schema (dht/validator.hpp, record_schema.hpp) and owner signatures (dht/record.hpp), relay
 // listings (relay/relay_directory.hpp), donor records (avg/state_transfer.hpp), the averaged vector's
-// schema record (avg/averager.hpp), all encoded by the record catalogue (wire/records.hpp), and the
+// schema record (avg/averager.hpp), round result listings (avg/round_result.hpp), all encoded by the record catalogue (wire/records.hpp), and the
 // monitor's picture of a swarm (monitor/swarm_view.hpp, exposition.hpp).
 //
 // Input: a selector byte, then (fuzz_target.hpp's Input: "prefixed" is a length byte and that many bytes)
@@ -12,7 +12,8 @@
 //   2  flags, subkey (prefixed), value (the rest)   parse_relay_listing; accepted: its address names the
 //                                    owner, and the listing re-encoded parses the same
 //   3  subkey (prefixed), value (the rest)          parse_donor; accepted: re-encoded parses the same
-//   4  schema value (the rest)       decode_vector_schema; accepted: re-encodes to the same
+//   4  a value (the rest)            decode_vector_schema and decode_round_result; accepted: re-encodes to
+//                                    the same
 //   5  a whole entry: flags, key name (prefixed), subkey (prefixed), expiration, signature (prefixed), value
 //      (the rest), validated as a store would be; flags can make the key a record family, put the fixed
 //      identity's owner marker in the subkey and sign the entry with it (fixtures.hpp), so that the
@@ -127,12 +128,20 @@ void vector_schema(ByteSpan value) {
   DEDLOC_FUZZ_CHECK(again.is_ok() && again->hash == schema->hash && again->length == schema->length);
 }
 
+void round_result(ByteSpan value) {
+  auto record = wire::decode_round_result(value);
+  if (!record) return;
+  DEDLOC_FUZZ_CHECK(record->schema_hash.size() == wire::kSchemaHashBytes && record->contributions > 0);
+  auto again = wire::decode_round_result(wire::encode_round_result(*record));
+  DEDLOC_FUZZ_CHECK(again.is_ok() && *again == *record);
+}
+
 void entry(fuzz::Input& in) {
-  static const char* const kFamilies[] = {"", "_progress", "_metrics", "_donors", "_relays", "_grad_schema"};
+  static const char* const kFamilies[] = {"", "_progress", "_metrics", "_donors", "_relays", "_grad_schema", "_held"};
   const std::uint8_t flags = in.byte();
   ByteSpan key_bytes = in.prefixed();
   std::string key(key_bytes.begin(), key_bytes.end());
-  key += kFamilies[(flags >> 3) % 6];
+  key += kFamilies[(flags >> 3) % 7];
   wire::RecordEntry e;
   if (flags & 1) {
     Bytes subkey = to_bytes(in.prefixed());
@@ -162,6 +171,7 @@ void entry(fuzz::Input& in) {
     if (!e.value.empty() && key.ends_with("_metrics")) (void)collab::decode_metrics(e.value);
     if (key.ends_with("_relays")) (void)relay::parse_relay_listing(dht::FoundEntry{e.subkey, e.value, e.expiration});
     if (key.ends_with("_donors")) (void)avg::parse_donor(dht::FoundEntry{e.subkey, e.value, e.expiration});
+    if (!e.value.empty() && key.ends_with("_held")) DEDLOC_FUZZ_CHECK(wire::decode_round_result(e.value).is_ok());
   }
 }
 
@@ -223,7 +233,12 @@ DEDLOC_FUZZ_TARGET(records) {
     case 1: metrics(in.rest()); break;
     case 2: relay_listing(in); break;
     case 3: donor(in); break;
-    case 4: vector_schema(in.rest()); break;
+    case 4: {
+      const ByteSpan value = in.rest();
+      vector_schema(value);
+      round_result(value);
+      break;
+    }
     case 5: entry(in); break;
     default: swarm(in); break;
   }

@@ -202,3 +202,66 @@ TEST_CASE("Averager: a peer that gives up its prepared round still serves the gr
     CHECK_FALSE(outcome->found_ahead);
   }
 }
+
+TEST_CASE("Averager: a member that missed a round takes its result, bit for bit, from one that held it",
+          "[net][avg]") {
+  ThreeTrainers t;
+  // Peers 0 and 1 average a round among themselves, the way carriers of two buckets do; peer 2 comes late.
+  auto first = std::async(std::launch::async, [&] {
+    return t.averagers[0]->step(t.schema, t.vectors[0], t.weights[0], 2, "grad.5.x", wire::PartAnswer::kAverage);
+  });
+  auto second = t.averagers[1]->step(t.schema, t.vectors[1], t.weights[1], 2, "grad.5.x", wire::PartAnswer::kAverage);
+  REQUIRE(first.get().is_ok());
+  REQUIRE(second.is_ok());
+  REQUIRE(second->group_size == 2);
+  REQUIRE(t.vectors[0] == t.vectors[1]);  // the average itself: bit-identical on both
+  CHECK(t.worst_error(0, {0, 1}) < 1e-4);
+  t.averagers[0]->hold_result("grad.5.x", t.schema, t.vectors[0], 2);
+
+  std::vector<float> late(t.schema.length, -1.0f);
+  auto fetched = t.averagers[2]->fetch_result("grad.5.x", t.schema, late, Deadline::after(10s));
+  REQUIRE(fetched.is_ok());
+  CHECK(fetched->contributions == 2);
+  CHECK_THAT(fetched->holder, Catch::Contains(t.averagers[0]->id().to_string()));
+  CHECK(late == t.vectors[0]);
+
+  // A round nobody holds: the listing stays empty, and the fetch gives up at its deadline, not before.
+  const auto began = std::chrono::steady_clock::now();
+  auto none = t.averagers[2]->fetch_result("grad.6.x", t.schema, late, Deadline::after(1s));
+  REQUIRE_FALSE(none.is_ok());
+  CHECK(none.status().code() == Code::kTimeout);
+  CHECK(std::chrono::steady_clock::now() - began >= 900ms);
+  CHECK(std::chrono::steady_clock::now() - began < 5s);
+}
+
+TEST_CASE("Averager: a late member takes the result with the most contributions, and passes over a holder that "
+          "moved on", "[net][avg]") {
+  ThreeTrainers t;
+  // Two groups formed under one key, one of them of more contributions than the other.
+  t.averagers[0]->hold_result("grad.7.x", t.schema, t.vectors[0], 1);
+  t.averagers[1]->hold_result("grad.7.x", t.schema, t.vectors[1], 3);
+  // The listings are stored in the background: a fetch that began before the second one landed would take
+  // the first (what a late member does: the best of what is listed).
+  const Deadline listed = Deadline::after(10s);
+  for (;;) {
+    auto found = t.swarm->node(2).get(wire::round_result_key("ahead_grad.7.x"), dht::GetMode::kLatest, listed);
+    if (found.is_ok() && found->has_value() && (*found)->entries.size() == 2) break;
+    REQUIRE_FALSE(listed.passed());
+    std::this_thread::sleep_for(50ms);
+  }
+  std::vector<float> late(t.schema.length);
+  auto fetched = t.averagers[2]->fetch_result("grad.7.x", t.schema, late, Deadline::after(10s));
+  REQUIRE(fetched.is_ok());
+  CHECK(fetched->contributions == 3);
+  CHECK(late == t.vectors[1]);
+  // Peer 1 moves on to the next round: it no longer holds grad.7.x, though the DHT still lists it first.
+  t.averagers[1]->hold_result("grad.8.x", t.schema, t.vectors[1], 3);
+  fetched = t.averagers[2]->fetch_result("grad.7.x", t.schema, late, Deadline::after(10s));
+  REQUIRE(fetched.is_ok());
+  CHECK(fetched->contributions == 1);
+  CHECK(late == t.vectors[0]);
+  // A result of another model (another schema hash) is never taken.
+  const VectorSchema other{Bytes(wire::kSchemaHashBytes, 0x77), t.schema.length};
+  auto wrong = t.averagers[2]->fetch_result("grad.8.x", other, late, Deadline::after(1s));
+  CHECK(wrong.status().code() == Code::kTimeout);
+}

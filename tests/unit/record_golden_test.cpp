@@ -213,6 +213,24 @@ TEST_CASE("Golden bytes of the vector schema record", "[unit][wire][golden][reco
   CHECK(*back == schema);
 }
 
+TEST_CASE("Golden bytes of a round result record", "[unit][wire][golden][records]") {
+  const wire::RoundResultRecord record{Bytes(32, 0xab), 1000, 3};
+  // {"hash": bin 32 x ab, "len": 1000, "n": 3}, under "run1_grad.5.x_held"
+  const std::string golden = "83a468617368c420abababababababababababababababababababababababababababababababab"
+                             "a36c656ecd03e8a16e03";
+  CHECK(wire::round_result_key("run1_grad.5.x") == "run1_grad.5.x_held");
+  CHECK(hex(wire::encode_round_result(record)) == golden);
+  CHECK(wire::decode_round_result(unhex(golden)).value() == record);
+  CHECK(validate("run1_grad.5.x_held", unhex(golden), bytes_of("tcp://10.0.0.5:7000")).is_ok());
+  // Refused: no contribution, a hash of the wrong size.
+  CHECK(wire::decode_round_result(wire::encode_round_result({Bytes(32, 0xab), 1000, 0})).status().code() ==
+        Code::kMalformed);
+  CHECK(wire::decode_round_result(wire::encode_round_result({Bytes(8, 0xab), 1000, 1})).status().code() ==
+        Code::kMalformed);
+  CHECK_FALSE(validate("run1_grad.5.x_held", wire::encode_round_result({Bytes(32, 0xab), 1000, 0}),
+                       bytes_of("tcp://10.0.0.5:7000")).is_ok());
+}
+
 TEST_CASE("Golden bytes of a relay listing", "[unit][wire][golden][records]") {
   const crypto::Identity relay = identity_from(0x11);
   const std::string address = "tcp://10.0.0.9:7100/k/" + kOwnerHex;

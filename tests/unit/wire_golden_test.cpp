@@ -288,6 +288,15 @@ TEST_CASE("Golden bytes of every averaging message", "[unit][wire][golden]") {
                  "a5746f74616c0ca36f666600a36c656e00a5636f64656300a46c6f616401"
                  "a774656e736f72739282a46e616d65a177a5736861706592020382a46e616d65a162a573686170659106"
                  "a46d65746182a26c72cb3fe0000000000000a36f7074a46c616d62"));
+  // A round's result, its first stripe: {"round": "run1_grad.5.x", "off": 0, "len": 1024}
+  CHECK(golden(AvgResultRequest{"run1_grad.5.x", 0, 1024}) ==
+        envelope("cccf", "00", "83a5726f756e64ad72756e315f677261642e352e78a36f666600a36c656ecd0400"));
+  // ... and a stripe of it: {"round": "run1_grad.5.x", "schema": bin(0x5c x 32), "total": 12, "n": 3, "off": 4,
+  //                          "len": 8}, one payload frame
+  CHECK(golden(AvgResultReply{"run1_grad.5.x", Bytes(32, 0x5c), 12, 3, 4, 8}, 1) ==
+        envelope("ccd0", "01",
+                 "86a5726f756e64ad72756e315f677261642e352e78a6736368656d61c4205c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c5c"
+                 "a5746f74616c0ca16e03a36f666604a36c656e08"));
 }
 
 TEST_CASE("Averaging messages decode to the fields they were encoded from, and hostile ones are refused",
@@ -358,6 +367,14 @@ TEST_CASE("Averaging messages decode to the fields they were encoded from, and h
   AvgStateReply bad = description;
   bad.total = 9;  // the tensors hold 8
   refused(bad);
+  refused(AvgResultRequest{"", 0, 8});                                  // no round
+  refused(AvgResultRequest{std::string(kMaxGroupKeyBytes + 1, 'r'), 0, 8});
+  refused(AvgResultRequest{"r", 0, kMaxStatePartElements + 1});         // a stripe over the part limit
+  refused(AvgResultReply{"r", Bytes(32, 1), 8, 0, 0, 8});               // a result of no contribution
+  refused(AvgResultReply{"r", Bytes(20, 1), 8, 1, 0, 8});               // a schema hash of 20 bytes
+  refused(AvgResultReply{"r", Bytes(32, 1), 8, 1, 4, 8});               // a stripe past the total
+  refused(AvgResultReply{"r", Bytes(32, 1), kMaxStateElements + 1, 1, 0, 0});
+  CHECK(round_trip(AvgResultReply{"r", Bytes(32, 1), 8, 2, 0, 8}) == AvgResultReply{"r", Bytes(32, 1), 8, 2, 0, 8});
   bad = description;
   bad.tensors[1].name = bad.tensors[0].name;  // a name twice
   refused(bad);

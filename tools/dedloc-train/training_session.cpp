@@ -44,6 +44,7 @@ void add_schemas(dht::RecordValidator& validator) {
   collab::add_progress_schema(validator);
   collab::add_metrics_schema(validator);
   avg::add_donor_schema(validator);
+  avg::add_round_result_schema(validator);
 }
 
 // What others should dial for a server bound at `listen` when --announce-host names this machine's public

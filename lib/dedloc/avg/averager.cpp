@@ -50,6 +50,7 @@ Averager::Averager(zmq::context_t& context, dht::Node& dht, const crypto::Identi
   matchmaking.part_elements = options_.part_elements;
   matchmaking.announce = options_.announce;
   matchmaker_ = std::make_unique<Matchmaker>(dht_, *server_, *client_, self_, matchmaking, options_.log);
+  results_ = std::make_unique<RoundResultShelf>(*server_, dht_);
 }
 
 Averager::~Averager() {
@@ -200,6 +201,21 @@ Result<StepOutcome> Averager::broadcast(const Group& group, std::span<float> vec
   }
   DEDLOC_RETURN_IF_ERROR(run_round(group, vector, weight, all_reduce, round, outcome));
   return outcome;
+}
+
+void Averager::hold_result(const std::string& what, const VectorSchema& schema, std::span<const float> vector,
+                           std::uint64_t contributions) {
+  if (options_.role == AvgRole::kClient) return;
+  // Long enough for a member a few rounds late; a holder serves only its latest round anyway.
+  constexpr Duration kListed = std::chrono::seconds(60);
+  results_->hold(options_.run_id + "_" + what, schema.hash, vector, contributions,
+                 net::PeerAddress{dialable_endpoint(), self_}, kListed);
+}
+
+Result<FetchedResult> Averager::fetch_result(const std::string& what, const VectorSchema& schema,
+                                             std::span<float> vector, Deadline deadline) {
+  return fetch_round_result(dht_, *client_, options_.run_id + "_" + what, schema.hash, vector, deadline,
+                            options_.role == AvgRole::kClient ? "" : dialable_endpoint());
 }
 
 void Averager::prepare(const VectorSchema& schema, size_t expected_peers, const std::string& what) {

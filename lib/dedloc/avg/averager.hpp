@@ -18,6 +18,7 @@
 #include "dedloc/avg/all_reduce.hpp"
 #include "dedloc/avg/defaults.hpp"
 #include "dedloc/avg/matchmaking.hpp"
+#include "dedloc/avg/round_result.hpp"
 #include "dedloc/dht/node.hpp"
 #include "dedloc/wire/records.hpp"
 
@@ -110,6 +111,16 @@ class Averager {
   Result<StepOutcome> broadcast(const Group& group, std::span<float> vector, double weight);
   const crypto::PeerId& id() const { return self_; }
 
+  // A finished round's result, for members that missed the round (avg/round_result.hpp). After a `what`
+  // round that averaged everything, hold_result keeps `vector` as its result, `contributions` weighed in,
+  // and lists us as its holder for a minute (a client, which nobody can dial, holds nothing). A member
+  // that missed the round fetches it into `vector` with fetch_result, from one that holds it; kTimeout when
+  // none could be had by `deadline` (`vector` may then hold part of it).
+  void hold_result(const std::string& what, const VectorSchema& schema, std::span<const float> vector,
+                   std::uint64_t contributions);
+  Result<FetchedResult> fetch_result(const std::string& what, const VectorSchema& schema, std::span<float> vector,
+                                     Deadline deadline);
+
   // Matchmaking ahead of time (docs/architecture.md): starts looking for a group for the `what` round in the
   // background and returns at once, so that the caller keeps computing while the group forms; step() for
   // the same `what` then averages in the group found (or, if none formed, looks again as usual). Members
@@ -140,6 +151,7 @@ class Averager {
   // The deadline of the all-reduces of later step()s (AveragerOptions::averaging_timeout at start); the
   // trainer sets it per round from what it observed (collab/deadline_estimator.hpp). The caller thread's.
   void set_averaging_timeout(Duration timeout) { options_.averaging_timeout = timeout; }
+  Duration averaging_timeout() const { return options_.averaging_timeout; }
   // Likewise the matchmaking time and quorum grace of later searches (Matchmaker::set_times), and the
   // all-reduce's sender, reducer and liveness timeouts (AllReduceOptions). The caller thread's.
   void set_matchmaking_times(Duration matchmaking_time, Duration grace);
@@ -173,6 +185,7 @@ class Averager {
   std::unique_ptr<AllReduce> all_reduce_;
   std::unique_ptr<Matchmaker> matchmaker_;
   std::optional<Group> last_group_;  // the group of the last step(), if it formed one
+  std::unique_ptr<RoundResultShelf> results_;
 
   // The all-reduce of `group` (step()'s and broadcast()'s alike) with `round` to run, its group and timing
   // filled into `outcome`.

@@ -32,8 +32,9 @@
 // the group's result with the other groups' carriers under "<round>.x" (B expected), weighted by its
 // group's samples, and then hands the swarm's average to its group's other trainers in a round of the same
 // members without matchmaking (avg::Averager::broadcast): they end with exactly the carrier's values.
-// Whatever fails, a group's members hold the same values: where a carrier missed the stage, its whole group
-// steps on its own average and the divergence check brings it back (collab/divergence.hpp).
+// Whatever fails, a group's members hold the same values: a carrier that missed the stage takes its result
+// from a carrier that took part (avg/round_result.hpp) and hands that on; where none can be had, its whole
+// group steps on its own average and the divergence check brings it back (collab/divergence.hpp).
 // No stage where B exceeds target_group_size (the carriers would not fit in one group).
 //
 // Sans-IO: progress records in, a key out (tests/unit/collab/group_buckets_test.cpp).

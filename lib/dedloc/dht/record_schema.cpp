@@ -70,7 +70,7 @@ void add_record_schema(RecordValidator& validator, const wire::RecordSchema& sch
 
 void add_run_record_schemas(RecordValidator& validator) {
   for (const auto* schema : {&wire::progress_schema(), &wire::metrics_schema(), &wire::donor_schema(),
-                             &wire::relay_schema()}) {
+                             &wire::relay_schema(), &wire::round_result_schema()}) {
     add_record_schema(validator, *schema);
   }
 }

@@ -469,6 +469,23 @@ void zero_unaveraged(const avg::AllReduceResult& reduced, std::span<float> vecto
   }
 }
 
+// The carriers' round's result, from a carrier that took part (avg/round_result.hpp), into `vector` in
+// place of our bucket's own average: what the groups on the swarm's model step with (without our bucket's
+// samples). The buckets it holds; nullopt, `vector` as it was, when none could be had by the round's deadline.
+std::optional<std::uint64_t> take_stage_result(avg::Averager& averager, const std::string& stage,
+                                               const avg::VectorSchema& schema, std::span<float> vector,
+                                               Logger::Line& line) {
+  std::vector<float> theirs(vector.size());
+  auto fetched = averager.fetch_result(stage, schema, theirs, Deadline::after(averager.averaging_timeout()));
+  if (!fetched) {
+    line << "no result to take (" << fetched.status().to_string() << ")";
+    return std::nullopt;
+  }
+  std::copy(theirs.begin(), theirs.end(), vector.begin());
+  line << "took the result of " << fetched->contributions << " bucket(s) from " << fetched->holder;
+  return fetched->contributions;
+}
+
 // The cross-bucket stage of a split round (collab/group_buckets.hpp), after `round`'s group averaged our
 // bucket's gradients in `vector`: the group's carrier averages them with the other buckets' carriers, then
 // hands the result to the group's other trainers, so that every member of the group, whatever happened
@@ -486,8 +503,13 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
   }
   const auto carrier = bucket_carrier(*averager.last_group());
   auto ours = averager.last_group()->derived("across");  // fails only where no trainer reduces: no carrier
+  const std::string stage = collab::gradient_round(epoch) + ".x";
   if (!carrier || !ours) {
-    line << "no trainer of our group can carry it: our bucket's average only";
+    // A group of clients led by an aux peer: each of its trainers takes the carriers' result itself (a client
+    // can dial out to a carrier); one that cannot keeps its bucket's average.
+    line << "no trainer of our group can carry it: ";
+    const auto taken = take_stage_result(averager, stage, schema, vector, line);
+    if (!taken) line << ": our bucket's average only";
     return;
   }
   double buckets_averaged = 1;  // what the carrier tells its group: how many buckets its values hold
@@ -499,21 +521,30 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
     // bucket's round averaged all of it; otherwise at weight 0, and we hand on the others' average.
     const auto& reduced = round.group->all_reduce;
     const bool whole_bucket = reduced.averaged_fraction >= 1 && reduced.weight > 0;
-    auto across = averager.step(schema, vector, whole_bucket ? reduced.weight : 0.0, bucket.buckets,
-                                collab::gradient_round(epoch) + ".x", wire::PartAnswer::kAverage);
+    auto across = averager.step(schema, vector, whole_bucket ? reduced.weight : 0.0, bucket.buckets, stage,
+                                wire::PartAnswer::kAverage);
     if (!across) {
       line << "carrying: failed (" << across.status().to_string() << "), ";
     } else if (across->group_size == 0) {
       line << "carrying: no group (" << across->why_alone << "), ";
+      // The other carriers formed without us, or have yet to: their result keeps our group on the swarm's
+      // model; our bucket's own average would leave it on a model of its own until a resync downloads the
+      // state into every member.
+      if (const auto taken = take_stage_result(averager, stage, schema, vector, line)) {
+        buckets_averaged = static_cast<double>(*taken);
+      }
+      line << ", ";
     } else {
       round.across_bytes_sent += across->all_reduce.bytes_sent;
       const auto& reduced_across = across->all_reduce;
       // Every bucket's average came when every bucket's carrier was in, none dropped on the way, and the
       // whole vector came back averaged.
-      if (whole_bucket && reduced_across.averaged_fraction >= 1 && reduced_across.banned_senders.empty() &&
-          reduced_across.failed_reducers.empty()) {
-        buckets_averaged = static_cast<double>(across->group_size);
-      }
+      const bool whole_stage = reduced_across.averaged_fraction >= 1 && reduced_across.banned_senders.empty() &&
+                               reduced_across.failed_reducers.empty();
+      if (whole_bucket && whole_stage) buckets_averaged = static_cast<double>(across->group_size);
+      // For a carrier that comes after the others formed: what it takes in place of its own bucket's average.
+      const size_t held = across->group_size - (whole_bucket ? 0 : 1);
+      if (whole_stage && held > 0) averager.hold_result(stage, schema, vector, held);
       line << "carrying: averaged with " << across->group_size - 1 << " other carrier(s), ";
     }
   }

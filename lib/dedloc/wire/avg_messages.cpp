@@ -374,4 +374,42 @@ Result<AvgStateReply> AvgStateReply::decode(MapReader in) {
   return m;
 }
 
+// ---- AvgResultRequest ----
+void AvgResultRequest::encode(MapWriter& out) const {
+  out.put("round", std::string_view(round)).put("off", offset).put("len", length);
+}
+
+Result<AvgResultRequest> AvgResultRequest::decode(MapReader in) {
+  AvgResultRequest m;
+  in.get("round", m.round).get("off", m.offset).get("len", m.length);
+  DEDLOC_RETURN_IF_ERROR(in.status());
+  if (m.round.empty() || m.round.size() > kMaxGroupKeyBytes) return malformed(kName, "round name of bad length");
+  DEDLOC_RETURN_IF_ERROR(check_stripe(m.offset, m.length, kName));
+  return m;
+}
+
+// ---- AvgResultReply ----
+void AvgResultReply::encode(MapWriter& out) const {
+  out.put("round", std::string_view(round))
+      .put_binary("schema", schema_hash)
+      .put("total", total)
+      .put("n", contributions)
+      .put("off", offset)
+      .put("len", length);
+}
+
+Result<AvgResultReply> AvgResultReply::decode(MapReader in) {
+  AvgResultReply m;
+  in.get("round", m.round).get("schema", m.schema_hash).get("total", m.total).get("n", m.contributions)
+      .get("off", m.offset).get("len", m.length);
+  DEDLOC_RETURN_IF_ERROR(in.status());
+  if (m.round.empty() || m.round.size() > kMaxGroupKeyBytes) return malformed(kName, "round name of bad length");
+  if (m.schema_hash.size() != kSchemaHashBytes) return malformed(kName, "a schema hash must have 32 bytes");
+  if (m.total > kMaxStateElements) return malformed(kName, "result size over the limit");
+  if (m.contributions == 0) return malformed(kName, "a result of no contribution");
+  DEDLOC_RETURN_IF_ERROR(check_stripe(m.offset, m.length, kName));
+  if (m.offset + m.length > m.total) return malformed(kName, "the stripe ends past the result's last element");
+  return m;
+}
+
 }  // namespace dedloc::wire

@@ -13,6 +13,10 @@
 // the flattened tensors at a time (and the state's description first); the donor answers each with
 // AvgStateReply (the epoch and schema hash the stripe belongs to, and the stripe in one payload frame), or
 // with an ErrorReply (kRefused "busy: N downloads in progress" when it already serves its limit).
+// A round's result: a member that missed a round (it came after the others formed their group) asks one
+// that took part for the values the round ended with, one bounded stripe at a time, with AvgResultRequest;
+// the holder answers each with AvgResultReply (the round's schema hash, length and weighed contributions,
+// and the stripe as float32 in one payload frame), or kNotFound when it holds no result of that round.
 #pragma once
 
 #include <cstdint>
@@ -210,6 +214,34 @@ struct AvgStateReply {
 
   void encode(MapWriter& out) const;
   static Result<AvgStateReply> decode(MapReader in);
+};
+
+// ---- A round's result, for a member that missed the round (avg/round_result.hpp) ----
+
+struct AvgResultRequest {
+  static constexpr MessageType kType = MessageType::kAvgResultRequest;
+  static constexpr std::string_view kName = "AvgResultRequest";
+  std::string round;         // the round's group key, e.g. "run1_grad.12.x" (at most kMaxGroupKeyBytes)
+  std::uint64_t offset = 0;  // first element of the stripe
+  std::uint64_t length = 0;  // elements wanted (<= kMaxStatePartElements); 0: the description alone
+
+  void encode(MapWriter& out) const;
+  static Result<AvgResultRequest> decode(MapReader in);
+};
+
+struct AvgResultReply {
+  static constexpr MessageType kType = MessageType::kAvgResultReply;
+  static constexpr std::string_view kName = "AvgResultReply";
+  std::string round;
+  Bytes schema_hash;                // kSchemaHashBytes: of the averaged tensors
+  std::uint64_t total = 0;          // elements of the whole result
+  std::uint64_t contributions = 0;  // "n": weighed contributions averaged into it (at least 1)
+  std::uint64_t offset = 0;         // the stripe in the payload frame (float32, little-endian; no frame when
+  std::uint64_t length = 0;         // length is 0)
+
+  bool operator==(const AvgResultReply&) const = default;
+  void encode(MapWriter& out) const;
+  static Result<AvgResultReply> decode(MapReader in);
 };
 
 }  // namespace dedloc::wire

@@ -28,6 +28,8 @@ std::string_view message_type_name(MessageType type) {
     case MessageType::kAvgPartDelta: return "AvgPartDelta";
     case MessageType::kAvgStateRequest: return "AvgStateRequest";
     case MessageType::kAvgStateReply: return "AvgStateReply";
+    case MessageType::kAvgResultRequest: return "AvgResultRequest";
+    case MessageType::kAvgResultReply: return "AvgResultReply";
   }
   return "unknown";
 }

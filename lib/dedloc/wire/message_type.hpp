@@ -37,6 +37,8 @@ enum class MessageType : std::uint16_t {
   kAvgPartDelta = 204,    // the part's average minus what that sender sent
   kAvgStateRequest = 205, // a joiner asks a donor for (a stripe of) its training state
   kAvgStateReply = 206,   // the state's metadata and one part of its tensors
+  kAvgResultRequest = 207,  // a member that missed a round asks one that took part for its result
+  kAvgResultReply = 208,    // one stripe of that result
   // 300-399: relay, 400-499: training state (reserved)
 };
 

@@ -222,6 +222,36 @@ const RecordSchema& relay_schema() {
   return schema;
 }
 
+// ---- Round results ----
+
+std::string round_result_key(std::string_view round) { return std::string(round) + "_held"; }
+
+Bytes encode_round_result(const RoundResultRecord& record) {
+  MapWriter value;
+  value.put_binary("hash", record.schema_hash).put("len", record.length).put("n", record.contributions);
+  return value.to_bytes();
+}
+
+Result<RoundResultRecord> decode_round_result(ByteSpan value) {
+  auto handle = unpack_bounded(value, Limits{}, "round result record");
+  if (!handle) return handle.status();
+  auto reader = MapReader::of((*handle)->get(), "round result record");
+  if (!reader) return reader.status();
+  RoundResultRecord record;
+  reader->get("hash", record.schema_hash).get("len", record.length).get("n", record.contributions);
+  DEDLOC_RETURN_IF_ERROR(reader->status());
+  if (record.schema_hash.size() != kSchemaHashBytes) return error(Code::kMalformed, "round result record: bad schema hash");
+  if (record.contributions == 0) return error(Code::kMalformed, "round result record: no contribution");
+  return record;
+}
+
+const RecordSchema& round_result_schema() {
+  static const RecordSchema schema{"_held", "round result record", {{"hash", FieldKind::kBinary},
+                                                                     {"len", FieldKind::kCount},
+                                                                     {"n", FieldKind::kCount, true, 1}}};
+  return schema;
+}
+
 // ---- Revocations ----
 
 std::string revocation_key(const crypto::PublicKey& authority) {

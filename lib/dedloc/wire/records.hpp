@@ -8,6 +8,7 @@
 //   donors          "{run}_donors"                   the donor's address        map, DonorRecord
 //   vector schema   "{run}_grad_schema"              none (a plain value)       map, VectorSchema
 //   relay listings  "dedloc_relays"                  owner marker of the relay  map, RelayRecord
+//   round results   "{round}_held"                   the holder's address       map, RoundResultRecord
 //   revocations     "dedloc_revocations" + owner     none (a plain value)       32-byte keys, sorted
 //                   marker of the run's authority
 // An empty value under an owned subkey is a withdrawn record (its peer left); readers skip it. Matchmaking
@@ -195,6 +196,26 @@ Bytes encode_relay_listing(const RelayRecord& relay);
 // kMalformed for a value that does not decode; the address is checked by its reader (net::PeerAddress).
 Result<RelayRecord> decode_relay_listing(ByteSpan value);
 const RecordSchema& relay_schema();  // "_relays"
+
+// ---- Round results: who holds a finished round's result (avg/round_result.hpp) ----
+
+// "{round}_held" (the round's group key, e.g. "run1_grad.12.x"); the subkey is the holder's averaging
+// endpoint, where it answers AvgResultRequest for that round.
+std::string round_result_key(std::string_view round);
+
+// {"hash": bin, "len": uint, "n": uint}
+struct RoundResultRecord {
+  Bytes schema_hash;                // "hash": of the averaged tensors (kSchemaHashBytes)
+  std::uint64_t length = 0;         // "len": elements
+  std::uint64_t contributions = 0;  // "n": weighed contributions averaged into it (readers prefer more)
+
+  bool operator==(const RoundResultRecord&) const = default;
+};
+
+Bytes encode_round_result(const RoundResultRecord& record);
+// kMalformed for anything but a well-formed record (a hash of the wrong size, no contribution).
+Result<RoundResultRecord> decode_round_result(ByteSpan value);
+const RecordSchema& round_result_schema();  // "_held"
 
 // ---- Revocations: the keys a private run's authority withdrew (dht/revocations.hpp) ----
 

@@ -1,0 +1,74 @@
+// A finished round's result, for a member that missed the round.
+//
+// Group buckets' second stage (collab/group_buckets.hpp) is a round among the buckets' carriers. A carrier
+// whose bucket finished late looks for the others after they formed their group without it: it finds nobody
+// ("no group ... nobody else is looking"), and its whole group would step on its own bucket's average, a
+// model of its own, until the divergence check downloads the leading state into every one of its members.
+// Instead the late carrier fetches the round's result from a carrier that took part, and hands that on:
+// its group steps with the rest of the swarm (its own bucket's samples are not in that average; it loses
+// them, not the model).
+//
+// Holders. A member whose round averaged everything holds a copy of the result (RoundResultShelf::hold, one
+// round at a time) and lists itself under round_result_key(round) in the DHT (subkey: its address; value:
+// the schema hash, length and how many weighed contributions the result holds: wire/records.hpp). It
+// answers AvgResultRequest for that round, one stripe at a time, on its averaging server.
+//
+// Fetching (fetch_round_result): read the listing, ask the holders with the most contributions first, one
+// after another; a holder that fails (gone, holds another round by now, answers with another schema or
+// length, or is not the peer its address names) is passed over. While nobody is listed the round may still
+// be running: the listing is read again every `kRelist` until the deadline.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "dedloc/core/clock.hpp"
+#include "dedloc/dht/node.hpp"
+#include "dedloc/net/client.hpp"
+#include "dedloc/net/peer_address.hpp"
+#include "dedloc/net/server.hpp"
+
+namespace dedloc::avg {
+
+class RoundResultShelf {
+ public:
+  // Registers the AvgResultRequest handler on `server` (before server.start()). `dht` outlives the shelf.
+  RoundResultShelf(net::Server& server, dht::Node& dht);
+  // Waits for a listing still being stored (bounded by its deadline, kListingDeadline).
+  ~RoundResultShelf();
+  RoundResultShelf(const RoundResultShelf&) = delete;
+  RoundResultShelf& operator=(const RoundResultShelf&) = delete;
+
+  // Holds a copy of `values`, the result of `round` with `contributions` weighed contributions in it, in
+  // place of the result held before, and lists `self` as its holder until `ttl` from now. The listing is
+  // stored in the background: the caller (a carrier about to hand the result on) does not wait for it.
+  void hold(const std::string& round, const Bytes& schema_hash, std::span<const float> values,
+            std::uint64_t contributions, const net::PeerAddress& self, Duration ttl);
+
+  struct Core;  // round_result.cpp
+
+ private:
+  dht::Node& dht_;
+  std::shared_ptr<Core> core_;
+  std::future<void> listing_;
+};
+
+// Registers the schema of round result listings ("_held") with a node's validator (before node.start()).
+void add_round_result_schema(dht::RecordValidator& validator);
+
+struct FetchedResult {
+  std::string holder;               // the address it came from
+  std::uint64_t contributions = 0;  // weighed contributions averaged into it
+};
+
+// Fetches `round`'s result, of `schema_hash` and `into.size()` elements, into `into` from a holder listed in
+// the DHT (see above), never from `self_endpoint`. kTimeout when none answered whole by `deadline` (`into`
+// may then hold a part of a result: the caller's values are not to be trusted after a failure).
+Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, const std::string& round,
+                                         const Bytes& schema_hash, std::span<float> into, Deadline deadline,
+                                         const std::string& self_endpoint = "");
+
+}  // namespace dedloc::avg
