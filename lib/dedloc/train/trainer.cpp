@@ -543,6 +543,7 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
                                reduced_across.failed_reducers.empty();
       if (whole_bucket && whole_stage) buckets_averaged = static_cast<double>(across->group_size);
       // For a carrier that comes after the others formed: what it takes in place of its own bucket's average.
+      // Its buckets: the stage's carriers, less ours if it weighed nothing (others may have, too: a ranking).
       const size_t held = across->group_size - (whole_bucket ? 0 : 1);
       if (whole_stage && held > 0) averager.hold_result(stage, schema, vector, held);
       line << "carrying: averaged with " << across->group_size - 1 << " other carrier(s), ";
