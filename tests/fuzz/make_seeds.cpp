@@ -134,7 +134,8 @@ void envelope_seeds(const fs::path& dir) {
                                 {{"embed.weight", {30, 128}}, {"ln.bias", {30}}, {"step", {}}, {"empty", {0, 4}}},
                                 {{"lr", 0.00125}, {"optimizer", std::string("lamb")}, {"scheduler_step", 1000.0}}}));
   write(dir, "seed-avg-result-request", header_of(AvgResultRequest{"run1_grad.5.x", 0, 1 << 20}));
-  write(dir, "seed-avg-result-part", header_of(AvgResultReply{"run1_grad.5.x", Bytes(32, 0x5c), 3 << 20, 3, 1 << 20, 1 << 20}, 1));
+  write(dir, "seed-avg-result-part",
+        header_of(AvgResultReply{"run1_grad.5.x", Bytes(32, 0x5c), 3 << 20, 3, 1 << 20, 1 << 20}, 1));
   write(dir, "seed-rid-max", header_of(Ping{0}, 0, UINT64_MAX));
   write(dir, "seed-empty-map", Bytes{0x80});
   write(dir, "seed-nil", Bytes{0xc0});

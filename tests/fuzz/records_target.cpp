@@ -2,8 +2,8 @@
 // built from them: progress and metrics records (collab/progress.hpp), the record validator with every
 // family's schema (dht/validator.hpp, record_schema.hpp) and owner signatures (dht/record.hpp), relay
 // listings (relay/relay_directory.hpp), donor records (avg/state_transfer.hpp), the averaged vector's
-// schema record (avg/averager.hpp), round result listings (avg/round_result.hpp), all encoded by the record catalogue (wire/records.hpp), and the
-// monitor's picture of a swarm (monitor/swarm_view.hpp, exposition.hpp).
+// schema record (avg/averager.hpp), round result listings (avg/round_result.hpp), all encoded by the record
+// catalogue (wire/records.hpp), and the monitor's picture of a swarm (monitor/swarm_view.hpp, exposition.hpp).
 //
 // Input: a selector byte, then (fuzz_target.hpp's Input: "prefixed" is a length byte and that many bytes)
 //   0  progress value (the rest)     decode_progress; accepted: re-encodes to the same record, which the

@@ -16,7 +16,7 @@
 // Fetching (fetch_round_result): read the listing, ask the holders with the most contributions first, one
 // after another; a holder that fails (gone, holds another round by now, answers with another schema or
 // length, or is not the peer its address names) is passed over. While nobody is listed the round may still
-// be running: the listing is read again every `kRelist` until the deadline.
+// be running: the listing is read again every 300 ms until the deadline.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +37,7 @@ class RoundResultShelf {
  public:
   // Registers the AvgResultRequest handler on `server` (before server.start()). `dht` outlives the shelf.
   RoundResultShelf(net::Server& server, dht::Node& dht);
-  // Waits for a listing still being stored (bounded by its deadline, kListingDeadline).
+  // Waits for a listing still being stored (bounded by its deadline, 3 s).
   ~RoundResultShelf();
   RoundResultShelf(const RoundResultShelf&) = delete;
   RoundResultShelf& operator=(const RoundResultShelf&) = delete;

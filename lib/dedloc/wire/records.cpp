@@ -240,7 +240,9 @@ Result<RoundResultRecord> decode_round_result(ByteSpan value) {
   RoundResultRecord record;
   reader->get("hash", record.schema_hash).get("len", record.length).get("n", record.contributions);
   DEDLOC_RETURN_IF_ERROR(reader->status());
-  if (record.schema_hash.size() != kSchemaHashBytes) return error(Code::kMalformed, "round result record: bad schema hash");
+  if (record.schema_hash.size() != kSchemaHashBytes) {
+    return error(Code::kMalformed, "round result record: bad schema hash");
+  }
   if (record.contributions == 0) return error(Code::kMalformed, "round result record: no contribution");
   return record;
 }
