@@ -151,10 +151,10 @@ class Averager {
   // The deadline of the all-reduces of later step()s (AveragerOptions::averaging_timeout at start); the
   // trainer sets it per round from what it observed (collab/deadline_estimator.hpp). The caller thread's.
   void set_averaging_timeout(Duration timeout) { options_.averaging_timeout = timeout; }
-  Duration averaging_timeout() const { return options_.averaging_timeout; }
   // Likewise the matchmaking time and quorum grace of later searches (Matchmaker::set_times), and the
   // all-reduce's sender, reducer and liveness timeouts (AllReduceOptions). The caller thread's.
   void set_matchmaking_times(Duration matchmaking_time, Duration grace);
+  Duration matchmaking_time() const { return options_.matchmaking_time; }
   void set_part_timeouts(Duration sender_timeout, Duration reducer_timeout, Duration liveness_timeout);
   // A client's address through its relay, announced with its joins so that its groups can ping it
   // (Matchmaker::set_relay_address). Thread-safe.

@@ -471,12 +471,15 @@ void zero_unaveraged(const avg::AllReduceResult& reduced, std::span<float> vecto
 
 // The carriers' round's result, from a carrier that took part (avg/round_result.hpp), into `vector` in
 // place of our bucket's own average: what the groups on the swarm's model step with (without our bucket's
-// samples). The buckets it holds; nullopt, `vector` as it was, when none could be had by the round's deadline.
+// samples). The buckets it holds; nullopt, `vector` as it was, when none was listed within a matchmaking
+// window. No longer: where every carrier missed the others (two buckets, their carriers seconds apart),
+// each would wait for a result nobody holds while its group waits for its hand-on (the averaging deadline,
+// 30 s in a run's first rounds, stalled a 16-peer lab run for 40 s).
 std::optional<std::uint64_t> take_stage_result(avg::Averager& averager, const std::string& stage,
                                                const avg::VectorSchema& schema, std::span<float> vector,
                                                Logger::Line& line) {
   std::vector<float> theirs(vector.size());
-  auto fetched = averager.fetch_result(stage, schema, theirs, Deadline::after(averager.averaging_timeout()));
+  auto fetched = averager.fetch_result(stage, schema, theirs, Deadline::after(averager.matchmaking_time()));
   if (!fetched) {
     line << "no result to take (" << fetched.status().to_string() << ")";
     return std::nullopt;
