@@ -14,6 +14,8 @@
 
 namespace dedloc::avg {
 
+using net::bytes_of;
+
 namespace {
 
 constexpr size_t kFinishedRoundsRemembered = 64;
@@ -36,10 +38,6 @@ constexpr size_t kExpectedRoundsRemembered = 4;
 // parts it sent straight from the caller's vector. ZeroMQ's I/O thread does so within a millisecond; past this
 // something is badly wrong, and returning would let ZeroMQ read memory the caller may free.
 constexpr Duration kLoanReturnLimit = std::chrono::seconds(60);
-
-ByteSpan bytes_of(const zmq::message_t& message) {
-  return {static_cast<const std::uint8_t*>(message.data()), message.size()};
-}
 
 }  // namespace
 

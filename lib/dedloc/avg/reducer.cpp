@@ -8,12 +8,12 @@
 
 namespace dedloc::avg {
 
+using net::bytes_of;
+
 namespace {
+
 constexpr size_t kNotASender = std::numeric_limits<size_t>::max();
 
-ByteSpan bytes_of(const zmq::message_t& message) {
-  return {static_cast<const std::uint8_t*>(message.data()), message.size()};
-}
 }  // namespace
 
 ReducerRound::ReducerRound(const Group& group, size_t me, std::span<float> mine, double my_weight,

@@ -12,16 +12,14 @@
 
 namespace dedloc::avg {
 
+using net::bytes_of;
+
 namespace {
 
 constexpr Duration kListingDeadline = std::chrono::seconds(3);   // storing a holder's listing
 constexpr Duration kRelist = std::chrono::milliseconds(300);     // reading the listing again while it is empty
 constexpr Duration kRequestTimeout = std::chrono::seconds(5);    // one stripe from one holder
 constexpr std::uint64_t kStripe = wire::kMaxStatePartElements;   // elements per request
-
-ByteSpan bytes_of(const zmq::message_t& message) {
-  return {static_cast<const std::uint8_t*>(message.data()), message.size()};
-}
 
 std::string text_of(const Bytes& bytes) { return std::string(bytes.begin(), bytes.end()); }
 

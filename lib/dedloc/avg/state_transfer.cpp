@@ -12,6 +12,8 @@
 
 namespace dedloc::avg {
 
+using net::bytes_of;
+
 namespace {
 
 constexpr std::string_view kLog = "state";
@@ -22,10 +24,6 @@ constexpr Duration kDoneTimeout = std::chrono::seconds(2);
 constexpr Duration kOutcomeSlack = std::chrono::milliseconds(250);
 // Failures named in an error message (the rest are counted).
 constexpr size_t kReasonsShown = 6;
-
-ByteSpan bytes_of(const zmq::message_t& message) {
-  return {static_cast<const std::uint8_t*>(message.data()), message.size()};
-}
 
 std::string short_hash(const Bytes& hash) { return to_hex(ByteSpan(hash).first(std::min<size_t>(hash.size(), 6))) + "…"; }
 

@@ -11,6 +11,11 @@
 
 namespace dedloc::net {
 
+// A payload frame's bytes, for a decoder.
+inline ByteSpan bytes_of(const zmq::message_t& frame) {
+  return {static_cast<const std::uint8_t*>(frame.data()), frame.size()};
+}
+
 // A message to send. The envelope (request id, sender) is filled in by the Client or Server.
 struct Outgoing {
   wire::MessageType type{};
