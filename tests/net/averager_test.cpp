@@ -1,6 +1,7 @@
 // The averager as a trainer and an aux peer use it: DHT matchmaking, then the all-reduce, on loopback.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <future>
 #include <thread>
 
@@ -106,10 +107,12 @@ struct ThreeTrainers {
   std::vector<std::vector<float>> vectors;
   const std::vector<double> weights{16, 32, 48};
 
-  ThreeTrainers() {
+  // `averaging_timeout`: the configured one, how long a hand-on (Averager::broadcast) may last.
+  explicit ThreeTrainers(Duration averaging_timeout = 60s) {
     for (size_t i = 0; i < 3; ++i) {
       AveragerOptions options;
       options.run_id = "ahead";
+      options.averaging_timeout = averaging_timeout;
       options.listen = "tcp://127.0.0.1:0";
       options.matchmaking_time = 3s;
       options.part_elements = 5000;
@@ -264,4 +267,71 @@ TEST_CASE("Averager: a late member takes the result with the most contributions,
   const VectorSchema other{Bytes(wire::kSchemaHashBytes, 0x77), t.schema.length};
   auto wrong = t.averagers[2]->fetch_result("grad.8.x", other, late, Deadline::after(1s));
   CHECK(wrong.status().code() == Code::kTimeout);
+}
+
+TEST_CASE("Averager: a receiver mends, from the broadcaster, the slice of a hand-on that a dead member reduced",
+          "[net][avg]") {
+  // The cross-bucket stage's hand-on (train/trainer.cpp): each member of the group reduces a slice of the
+  // carrier's values, so one that dies in it costs every receiver that slice. The carrier keeps what it
+  // hands on, and a receiver fetches the slices that did not come through from it, bit for bit.
+  ThreeTrainers t(/*averaging_timeout=*/4s);
+  {
+    auto second = t.step(1, "grad.9");
+    auto third = t.step(2, "grad.9");
+    auto first = t.averagers[0]->step(t.schema, t.vectors[0], t.weights[0], 3, "grad.9");
+    REQUIRE(first.is_ok());
+    REQUIRE(first->group_size == 3);
+    REQUIRE(second.get().is_ok());
+    REQUIRE(third.get().is_ok());
+  }
+  auto group = t.averagers[0]->last_group()->derived("across");
+  REQUIRE(group.is_ok());
+  const auto carrier = group->index_of(t.averagers[0]->id());
+  REQUIRE(carrier.has_value());
+  REQUIRE_FALSE(group->parts_of(*group->index_of(t.averagers[2]->id())).empty());  // it reduces a slice
+
+  t.averagers[2].reset();  // dies before the hand-on: its port refuses from now on
+  std::vector<float> carried(t.schema.length);
+  for (size_t k = 0; k < carried.size(); ++k) carried[k] = 0.001f * static_cast<float>(k) - 3.0f;
+  carried[5] = -0.0f;  // taken as it is, sign included
+  t.averagers[0]->keep_result("grad.9.x", t.schema, carried, 2);
+  auto handing = std::async(std::launch::async, [&] { return t.averagers[0]->broadcast(*group, carried, 2.0); });
+  std::vector<float> received(t.schema.length, 7.0f);  // what the receiver held: its bucket's own average
+  auto got = t.averagers[1]->broadcast(*group, received, 0.0);
+  REQUIRE(handing.get().is_ok());
+  REQUIRE(got.is_ok());
+  CHECK(got->all_reduce.averaged_fraction < 1);
+  const avg::ElementRanges missing = got->all_reduce.unaveraged;
+  REQUIRE_FALSE(missing.empty());
+  CHECK(received[missing.front().first] == 7.0f);  // its own value where the dead member's slice was
+
+  // Only what is asked for is fetched: a range of elements, the rest left as it is.
+  std::vector<float> probe(t.schema.length, 1.0f);
+  auto some = t.averagers[1]->fetch_result_from(group->member(*carrier), "grad.9.x", t.schema, probe, {{10, 20}},
+                                                Deadline::after(5s));
+  REQUIRE(some.is_ok());
+  CHECK(some->contributions == 2);
+  CHECK(probe[9] == 1.0f);
+  CHECK(probe[10] == carried[10]);
+  CHECK(probe[19] == carried[19]);
+  CHECK(probe[20] == 1.0f);
+
+  auto mended = t.averagers[1]->fetch_result_from(group->member(*carrier), "grad.9.x", t.schema, received, missing,
+                                                  Deadline::after(5s));
+  REQUIRE(mended.is_ok());
+  CHECK(mended->contributions == 2);
+  CHECK(std::memcmp(received.data(), carried.data(), carried.size() * sizeof(float)) == 0);
+
+  // What the carrier does not hold, or a range past the end, is refused.
+  CHECK_FALSE(t.averagers[1]->fetch_result_from(group->member(*carrier), "grad.10.x", t.schema, probe, {{0, 10}},
+                                                Deadline::after(5s)).is_ok());
+  CHECK(t.averagers[1]->fetch_result_from(group->member(*carrier), "grad.9.x", t.schema, probe,
+                                          {{0, t.schema.length + 1}}, Deadline::after(5s)).status().code() ==
+        Code::kInvalidArgument);
+  // A result already held for the round (listed for late carriers) is not replaced by what is kept.
+  t.averagers[0]->keep_result("grad.9.x", t.schema, probe, 5);
+  auto again = t.averagers[1]->fetch_result_from(group->member(*carrier), "grad.9.x", t.schema, probe, {{0, 4}},
+                                                 Deadline::after(5s));
+  REQUIRE(again.is_ok());
+  CHECK(again->contributions == 2);
 }

@@ -218,6 +218,21 @@ Result<FetchedResult> Averager::fetch_result(const std::string& what, const Vect
                             options_.role == AvgRole::kClient ? "" : dialable_endpoint());
 }
 
+void Averager::keep_result(const std::string& what, const VectorSchema& schema, std::span<const float> vector,
+                           std::uint64_t contributions) {
+  const std::string round = options_.run_id + "_" + what;
+  if (options_.role == AvgRole::kClient || results_->holds(round)) return;
+  results_->keep(round, schema.hash, vector, contributions);
+}
+
+Result<FetchedResult> Averager::fetch_result_from(const Member& holder, const std::string& what,
+                                                  const VectorSchema& schema, std::span<float> vector,
+                                                  const ElementRanges& ranges, Deadline deadline) {
+  if (holder.endpoint.empty()) return error(Code::kUnavailable, "a client holds no result");
+  return fetch_round_result_from(*client_, net::PeerAddress{holder.endpoint, holder.id}, options_.run_id + "_" + what,
+                                 schema.hash, vector, ranges, deadline);
+}
+
 void Averager::prepare(const VectorSchema& schema, size_t expected_peers, const std::string& what) {
   if (prepared_ && prepared_->what == what && prepared_->schema.hash == schema.hash) return;
   withdraw();  // a round prepared for another `what` (the caller moved on): served, not left waiting

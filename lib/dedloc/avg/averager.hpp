@@ -120,6 +120,14 @@ class Averager {
                    std::uint64_t contributions);
   Result<FetchedResult> fetch_result(const std::string& what, const VectorSchema& schema, std::span<float> vector,
                                      Deadline deadline);
+  // For a broadcaster (broadcast()), before it hands `vector` on: keeps it as `what`'s result, unlisted (a
+  // result already held for `what` stays as it is: the same values), so that receivers can mend what the
+  // hand-on did not bring them with fetch_result_from. A client keeps nothing.
+  void keep_result(const std::string& what, const VectorSchema& schema, std::span<const float> vector,
+                   std::uint64_t contributions);
+  // The `ranges` of `what`'s result from `holder`, a member known to hold it (avg/round_result.hpp).
+  Result<FetchedResult> fetch_result_from(const Member& holder, const std::string& what, const VectorSchema& schema,
+                                          std::span<float> vector, const ElementRanges& ranges, Deadline deadline);
 
   // Matchmaking ahead of time (docs/architecture.md): starts looking for a group for the `what` round in the
   // background and returns at once, so that the caller keeps computing while the group forms; step() for

@@ -69,15 +69,23 @@ RoundResultShelf::~RoundResultShelf() {
   if (listing_.valid()) listing_.wait();
 }
 
+void RoundResultShelf::keep(const std::string& round, const Bytes& schema_hash, std::span<const float> values,
+                            std::uint64_t contributions) {
+  std::lock_guard lock(core_->mutex);
+  core_->round = round;
+  core_->schema_hash = schema_hash;
+  core_->contributions = contributions;
+  core_->values.assign(values.begin(), values.end());
+}
+
+bool RoundResultShelf::holds(const std::string& round) const {
+  std::lock_guard lock(core_->mutex);
+  return core_->round == round && !core_->values.empty();
+}
+
 void RoundResultShelf::hold(const std::string& round, const Bytes& schema_hash, std::span<const float> values,
                             std::uint64_t contributions, const net::PeerAddress& self, Duration ttl) {
-  {
-    std::lock_guard lock(core_->mutex);
-    core_->round = round;
-    core_->schema_hash = schema_hash;
-    core_->contributions = contributions;
-    core_->values.assign(values.begin(), values.end());
-  }
+  keep(round, schema_hash, values, contributions);
   if (listing_.valid()) listing_.wait();  // the last round's, long stored (or given up) by now
   const std::string key = wire::round_result_key(round);
   const std::string subkey = self.to_string();
@@ -117,30 +125,34 @@ Result<std::vector<Holder>> list_holders(dht::Node& dht, const std::string& roun
   return holders;
 }
 
-// The whole result from one holder, stripe by stripe, into `into`.
+// The `ranges` of the result from one holder, stripe by stripe, into `into`.
 Result<std::uint64_t> fetch_from(net::Client& client, const Holder& holder, const std::string& round,
-                                 const Bytes& schema_hash, std::span<float> into, Deadline deadline) {
+                                 const Bytes& schema_hash, std::span<float> into, const ElementRanges& ranges,
+                                 Deadline deadline) {
   std::uint64_t contributions = 0;
-  for (std::uint64_t offset = 0; offset < into.size(); offset += kStripe) {
-    const std::uint64_t length = std::min<std::uint64_t>(kStripe, into.size() - offset);
-    const Deadline request{std::min(deadline.at, Deadline::after(kRequestTimeout).at)};
-    auto reply = client.call(holder.address.endpoint, net::Outgoing::of(wire::AvgResultRequest{round, offset, length}),
-                             request).wait();
-    if (!reply) return reply.status();
-    if (holder.address.peer_id && reply->envelope().sender != *holder.address.peer_id) {
-      return error(Code::kUnauthorized, "answered by another peer than the holder listed");
+  for (const auto& [begin, end] : ranges) {
+    if (begin > end || end > into.size()) return error(Code::kInvalidArgument, "a range past the result's end");
+    for (std::uint64_t offset = begin; offset < end; offset += kStripe) {
+      const std::uint64_t length = std::min<std::uint64_t>(kStripe, end - offset);
+      const Deadline request{std::min(deadline.at, Deadline::after(kRequestTimeout).at)};
+      auto reply = client.call(holder.address.endpoint,
+                               net::Outgoing::of(wire::AvgResultRequest{round, offset, length}), request).wait();
+      if (!reply) return reply.status();
+      if (holder.address.peer_id && reply->envelope().sender != *holder.address.peer_id) {
+        return error(Code::kUnauthorized, "answered by another peer than the holder listed");
+      }
+      auto m = reply->decode<wire::AvgResultReply>();
+      if (!m) return m.status();
+      if (m->round != round || m->schema_hash != schema_hash || m->total != into.size() || m->offset != offset ||
+          m->length != length || reply->frames.size() != 1) {
+        return error(Code::kMalformed, "answered with another round, schema or stripe");
+      }
+      if (contributions != 0 && m->contributions != contributions) {
+        return error(Code::kRefused, "moved on to another result of the round midway");
+      }
+      contributions = m->contributions;
+      DEDLOC_RETURN_IF_ERROR(decode(Codec::kNone, bytes_of(reply->frames[0]), into.subspan(offset, length)));
     }
-    auto m = reply->decode<wire::AvgResultReply>();
-    if (!m) return m.status();
-    if (m->round != round || m->schema_hash != schema_hash || m->total != into.size() || m->offset != offset ||
-        m->length != length || reply->frames.size() != 1) {
-      return error(Code::kMalformed, "answered with another round, schema or stripe");
-    }
-    if (contributions != 0 && m->contributions != contributions) {
-      return error(Code::kRefused, "moved on to another result of the round midway");
-    }
-    contributions = m->contributions;
-    DEDLOC_RETURN_IF_ERROR(decode(Codec::kNone, bytes_of(reply->frames[0]), into.subspan(offset, length)));
   }
   return contributions;
 }
@@ -158,7 +170,7 @@ Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, co
     } else {
       for (const auto& holder : *holders) {
         if (deadline.passed()) break;
-        auto fetched = fetch_from(client, holder, round, schema_hash, into, deadline);
+        auto fetched = fetch_from(client, holder, round, schema_hash, into, {{0, into.size()}}, deadline);
         if (fetched) return FetchedResult{holder.address.to_string(), *fetched};
         last = fetched.status().with_context(holder.address.to_string());
       }
@@ -166,6 +178,14 @@ Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, co
     std::this_thread::sleep_for(std::min<Duration>(kRelist, deadline.remaining()));
   }
   return error(Code::kTimeout, "no result of '" + round + "' fetched in time (last: " + last.to_string() + ")");
+}
+
+Result<FetchedResult> fetch_round_result_from(net::Client& client, const net::PeerAddress& holder,
+                                              const std::string& round, const Bytes& schema_hash,
+                                              std::span<float> into, const ElementRanges& ranges, Deadline deadline) {
+  auto fetched = fetch_from(client, Holder{holder, 0}, round, schema_hash, into, ranges, deadline);
+  if (!fetched) return fetched.status().with_context(holder.to_string());
+  return FetchedResult{holder.to_string(), *fetched};
 }
 
 }  // namespace dedloc::avg

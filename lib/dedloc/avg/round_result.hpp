@@ -17,6 +17,13 @@
 // after another; a holder that fails (gone, holds another round by now, answers with another schema or
 // length, or is not the peer its address names) is passed over. While nobody is listed the round may still
 // be running: the listing is read again every 300 ms until the deadline.
+//
+// Mending a hand-on. A carrier hands its values to its group's trainers in a round where each of them
+// reduces a slice (Averager::broadcast); a member that dies in it costs every receiver that slice, and each
+// would step on the carrier's values in some ranges and its own elsewhere, a mixture that puts the group on
+// parameters of its own. So the carrier keeps what it hands on (RoundResultShelf::keep: held, not listed),
+// and a receiver fetches the ranges that did not come through from it directly
+// (fetch_round_result_from).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +31,8 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dedloc/core/clock.hpp"
 #include "dedloc/dht/node.hpp"
@@ -47,6 +56,11 @@ class RoundResultShelf {
   // stored in the background: the caller (a carrier about to hand the result on) does not wait for it.
   void hold(const std::string& round, const Bytes& schema_hash, std::span<const float> values,
             std::uint64_t contributions, const net::PeerAddress& self, Duration ttl);
+  // Holds a copy of `values` as hold() does, without listing it: for peers that know to ask us.
+  void keep(const std::string& round, const Bytes& schema_hash, std::span<const float> values,
+            std::uint64_t contributions);
+  // Whether the result held now is `round`'s.
+  bool holds(const std::string& round) const;
 
   struct Core;  // round_result.cpp
 
@@ -70,5 +84,16 @@ struct FetchedResult {
 Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, const std::string& round,
                                          const Bytes& schema_hash, std::span<float> into, Deadline deadline,
                                          const std::string& self_endpoint = "");
+
+// [begin, end) element ranges of a result, ascending and disjoint.
+using ElementRanges = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+
+// Fetches the `ranges` of `round`'s result, of `schema_hash` and `into.size()` elements, from `holder`, a peer
+// known to hold it (no listing is read), into the same ranges of `into`; the rest of `into` is left as it is.
+// Errors: the holder is gone or holds something else, a range is out of bounds, or `deadline` passed (`into`
+// may then hold some of the ranges).
+Result<FetchedResult> fetch_round_result_from(net::Client& client, const net::PeerAddress& holder,
+                                              const std::string& round, const Bytes& schema_hash,
+                                              std::span<float> into, const ElementRanges& ranges, Deadline deadline);
 
 }  // namespace dedloc::avg

@@ -551,18 +551,42 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
       line << "carrying: averaged with " << across->group_size - 1 << " other carrier(s), ";
     }
   }
+  // Kept for the receivers to mend their copies from (avg/round_result.hpp): what we hand on, in full.
+  if (carrying) averager.keep_result(stage, schema, vector, static_cast<std::uint64_t>(buckets_averaged));
   auto handed = averager.broadcast(*ours, vector, carrying ? buckets_averaged : 0.0);
-  if (!handed) {
-    line << "handing it on failed: " << handed.status().to_string();
+  if (handed) {
+    round.across_bytes_sent += handed->all_reduce.bytes_sent;
+    line << (carrying ? "handed on" : "received") << " to " << handed->group_size << " trainers, "
+         << 100 * handed->all_reduce.averaged_fraction << "% of it";
+  } else {
+    line << "the hand-on failed (" << handed.status().to_string() << ")";
+  }
+  if (carrying) {
+    // Our values are what we handed on, whatever reached the others.
+    line << ", holding " << buckets_averaged << " bucket(s)";
+    if (buckets_averaged >= static_cast<double>(bucket.buckets)) round.buckets = bucket.buckets;
     return;
   }
-  round.across_bytes_sent += handed->all_reduce.bytes_sent;
-  const double told = handed->all_reduce.weight;
-  line << (carrying ? "handed on" : "received") << " to " << handed->group_size << " trainers, "
-       << 100 * handed->all_reduce.averaged_fraction << "% of it, holding " << told << " bucket(s)";
-  if (handed->all_reduce.averaged_fraction >= 1 && told >= static_cast<double>(bucket.buckets)) {
-    round.buckets = bucket.buckets;
+  double told = handed ? handed->all_reduce.weight : 0;
+  const bool whole = handed && handed->all_reduce.averaged_fraction >= 1 && handed->all_reduce.unweighed_parts == 0;
+  if (!whole) {
+    // A member that died in the hand-on (or a reducer that never weighed the carrier's part) left us the
+    // carrier's values in some ranges and our own elsewhere: the rest comes from the carrier itself. Ranges
+    // not known (a part answered unweighed, or no hand-on at all): all of it.
+    const bool ranges_known = handed && handed->all_reduce.unweighed_parts == 0;
+    const avg::ElementRanges missing = ranges_known ? handed->all_reduce.unaveraged : avg::ElementRanges{{0, vector.size()}};
+    auto mended = averager.fetch_result_from(averager.last_group()->member(*carrier), stage, schema, vector, missing,
+                                             Deadline::after(averager.matchmaking_time()));
+    if (mended) {
+      told = static_cast<double>(mended->contributions);
+      line << ", the rest fetched from the carrier";
+    } else {
+      line << ", the rest not fetched (" << mended.status().to_string() << ")";
+    }
+    if (!mended) return;
   }
+  line << ", holding " << told << " bucket(s)";
+  if (told >= static_cast<double>(bucket.buckets)) round.buckets = bucket.buckets;
 }
 
 // The waits learned so far (collab/averaging_timeouts.hpp), for the averager's next search and round.
@@ -1406,10 +1430,13 @@ bool Trainer::resync_if_diverged(TrainerReport& report) {
       << " peers (hash " << avg::parameters_hash_hex(p.params_hash.latest()) << " against "
       << avg::parameters_hash_hex(verdict.swarm_hash)
       << "): downloading theirs";
-  // A group found ahead for this round would wait, to its deadline, for a step that comes only after the
-  // download (seconds, or far longer when donors are slow): it is served now, without our gradients, which
-  // come from parameters the swarm does not hold anyway.
-  p.swarm.averager().withdraw();
+  // A group found ahead for this round keeps us: the state we load is of our own epoch, so we step in that
+  // group after the download, on the swarm's parameters, with the samples computed since (the group waits
+  // for us the download's time: 1-2 s in the lab, at most a few). Withdrawing served the group's own round
+  // without us, but its cross-bucket hand-on is a round of all its trainers (Averager::broadcast), which
+  // then waited for us to the averaging deadline: 30 s of a whole group's time at a run's start, for every
+  // member that resynced. A state of a later epoch makes the group's round stale: the search for our next
+  // round withdraws it then (Averager::prepare).
   auto caught = catch_up(report, verdict.swarm_hash);
   if (!caught.is_ok() && !stopping()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
   return true;
