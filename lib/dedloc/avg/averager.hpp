@@ -107,7 +107,8 @@ class Averager {
   // broadcaster's first part as long as the configured averaging_timeout (it may still be averaging
   // elsewhere; liveness pings end the wait if it is gone). Every member's round, the broadcaster's
   // included, lasts at most the configured averaging_timeout, not the learned one. A part that fails
-  // leaves a receiver's values there as they were.
+  // leaves a receiver's values there as they were (AllReduceResult::unaveraged: a receiver fetches those
+  // ranges from a broadcaster that kept its values, keep_result and fetch_result_from).
   Result<StepOutcome> broadcast(const Group& group, std::span<float> vector, double weight);
   const crypto::PeerId& id() const { return self_; }
 

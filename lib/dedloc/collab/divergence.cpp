@@ -53,8 +53,14 @@ DivergenceWatch::Action DivergenceWatch::on_verdict(const DivergenceVerdict& ver
     }
     return Action::kNone;
   }
-  // Apart again after a step taken since the last resync: it did not hold.
-  if (resynced_at_ && epoch > *resynced_at_) {
+  // Apart again after a step taken since the last resync: it did not hold. That tells something about us
+  // only where the swarm is one model (a strict majority holds the leading hash). In a swarm split into sets
+  // the set that leads at one epoch need not lead at the next, its members' groups mixing with the others',
+  // so being apart after our step proves nothing: we resync again, as often as it takes to join a set that
+  // stays ahead. (In a 64-peer lab run whose swarm split at its start, 25 trainers gave up so, wrongly
+  // blaming their arithmetic, and trained apart for the rest of the run.)
+  const bool one_model = 2 * verdict.agreeing > verdict.peers;
+  if (resynced_at_ && epoch > *resynced_at_ && one_model) {
     if (stepped_in_full_since_) {
       enabled_ = false;
       return Action::kGiveUp;

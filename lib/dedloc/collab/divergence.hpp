@@ -20,9 +20,10 @@
 //
 // DivergenceWatch turns verdicts into actions. A resync is a download of a donor's state whose hash is the
 // leading one. If the first step after a resync was averaged in full, in a group of most of the swarm, and
-// we still differ, our hardware or libraries compute the optimizer step differently in the last bits (a GPU
-// among CPUs, another BLAS): resyncing every step would only cost downloads, so the watch gives up, and
-// says so once.
+// we still differ from a strict majority, our hardware or libraries compute the optimizer step differently
+// in the last bits (a GPU among CPUs, another BLAS): resyncing every step would only cost downloads, so the
+// watch gives up, and says so once. Where no hash holds a strict majority (the swarm is split into sets,
+// the largest of which may change from one epoch to the next) it never gives up.
 #pragma once
 
 #include <cstdint>

@@ -132,3 +132,23 @@ TEST_CASE("Divergence watch: resyncs that never hold (steps in groups of a few) 
   CHECK(watch.on_verdict(kApart, epoch) == DivergenceWatch::Action::kGiveUpAfterRepeats);
   CHECK_FALSE(watch.enabled());
 }
+
+TEST_CASE("Divergence watch: in a swarm split into sets, apart again after a resync means resync again, not give up",
+          "[unit][collab]") {
+  // The largest of several sets leads (4 of 10 records), but holds no strict majority: after our step it may
+  // no longer be the largest, whatever our arithmetic.
+  const DivergenceVerdict apart_from_a_set{true, 0xA, 4, 10, false};
+  DivergenceWatch watch;
+  std::uint64_t epoch = 3;
+  for (int k = 0; k < 2 * DivergenceWatch::kMaxResyncsInARow; ++k, ++epoch) {
+    CHECK(watch.on_verdict(apart_from_a_set, epoch) == DivergenceWatch::Action::kResync);
+    watch.on_resynced(epoch);
+    watch.on_step(k % 2 == 0);  // averaged in full with the swarm, or in a group of a few: neither gives up
+  }
+  CHECK(watch.enabled());
+  // Once one hash holds a strict majority and a step averaged in full leaves us apart from it, the
+  // arithmetic is ours: give up, once.
+  watch.on_step(true);
+  CHECK(watch.on_verdict(kApart, epoch) == DivergenceWatch::Action::kGiveUp);
+  CHECK_FALSE(watch.enabled());
+}
