@@ -284,7 +284,7 @@ TEST_CASE("Averager: a receiver mends, from the broadcaster, the slice of a hand
     REQUIRE(second.get().is_ok());
     REQUIRE(third.get().is_ok());
   }
-  auto group = t.averagers[0]->last_group()->derived("across");
+  auto group = t.averagers[0]->last_group()->hand_on();
   REQUIRE(group.is_ok());
   const auto carrier = group->index_of(t.averagers[0]->id());
   REQUIRE(carrier.has_value());
@@ -334,4 +334,51 @@ TEST_CASE("Averager: a receiver mends, from the broadcaster, the slice of a hand
                                                  Deadline::after(5s));
   REQUIRE(again.is_ok());
   CHECK(again->contributions == 2);
+}
+
+TEST_CASE("Averager: a member that withdrew from a group is not waited for in the group's hand-on", "[net][avg]") {
+  // A trainer that gives up a group found ahead (it loads the swarm's state instead) serves the group's round
+  // without contributing, but not the hand-on its trainers run after it: it refuses that round at once, so the
+  // others give up on its slice (and mend it from the carrier) instead of waiting to the averaging deadline.
+  ThreeTrainers t(/*averaging_timeout=*/30s);
+  for (size_t i = 0; i < 3; ++i) t.averagers[i]->prepare(t.schema, 3, "grad.11");
+  const Deadline formed = Deadline::after(10s);
+  for (size_t i = 0; i < 3; ++i) {
+    while (t.averagers[i]->ahead_search() != Averager::AheadSearch::kFound) {
+      REQUIRE(t.averagers[i]->ahead_search() != Averager::AheadSearch::kNotFound);
+      REQUIRE_FALSE(formed.passed());
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  t.averagers[2]->withdraw();
+  {
+    auto second = t.step(1, "grad.11");
+    auto first = t.averagers[0]->step(t.schema, t.vectors[0], t.weights[0], 3, "grad.11");
+    REQUIRE(first.is_ok());
+    REQUIRE(first->group_size == 3);
+    REQUIRE(second.get().is_ok());
+  }
+  auto group = t.averagers[0]->last_group()->hand_on();
+  REQUIRE(group.is_ok());
+  REQUIRE(group->size() == 3);
+  const auto carrier = group->index_of(t.averagers[0]->id());
+  REQUIRE(carrier.has_value());
+
+  const std::vector<float> carried(t.schema.length, 0.25f);
+  t.averagers[0]->keep_result("grad.11.x", t.schema, carried, 2);
+  const auto began = std::chrono::steady_clock::now();
+  auto handing = std::async(std::launch::async, [&] {
+    std::vector<float> values = carried;
+    return t.averagers[0]->broadcast(*group, values, 2.0);
+  });
+  std::vector<float> received(t.schema.length, 7.0f);
+  auto got = t.averagers[1]->broadcast(*group, received, 0.0);
+  REQUIRE(handing.get().is_ok());
+  REQUIRE(got.is_ok());
+  // The withdrawn member's sender timeout (3 s), not the 30 s a hand-on may last.
+  CHECK(std::chrono::steady_clock::now() - began < 15s);
+  CHECK(got->all_reduce.averaged_fraction < 1);
+  REQUIRE(t.averagers[1]->fetch_result_from(group->member(*carrier), "grad.11.x", t.schema, received,
+                                            got->all_reduce.unaveraged, Deadline::after(5s)).is_ok());
+  CHECK(received == carried);
 }

@@ -436,6 +436,17 @@ void AllReduce::expect(const Group& group) {
   expected_[group.id()] = Expected{std::make_shared<const Group>(group), {}};
 }
 
+void AllReduce::forgo(const Bytes& group_id) {
+  std::lock_guard lock(mutex_);
+  if (rounds_.count(group_id)) return;
+  if (auto it = expected_.find(group_id); it != expected_.end()) {
+    for (auto& held : it->second.held) held.replier.fail(error(Code::kRefused, "that averaging round is over here"));
+    expected_.erase(it);
+  }
+  finished_.push_back(group_id);
+  if (finished_.size() > kFinishedRoundsRemembered) finished_.erase(finished_.begin());
+}
+
 std::span<float> AllReduce::buffer(std::vector<float>& storage, size_t elements) {
   if (storage.size() < elements) storage.resize(elements);
   return std::span<float>(storage).first(elements);

@@ -165,6 +165,12 @@ class AllReduce {
   // the round, with weight 0 (Averager::withdraw).
   void expect(const Group& group);
 
+  // A round we will not run (the hand-on of a group we withdrew from, Averager::withdraw): parts for it are
+  // refused at once as a round over here, those already held included, so that its members give up on our
+  // slice at once and mend it elsewhere, instead of waiting for it to their deadline. Not for a round that
+  // is running.
+  void forgo(const Bytes& group_id);
+
   // For a peer shutting down: rounds in progress end within a few milliseconds (each returns what was
   // averaged by then, as at its deadline), and later rounds are refused with kCancelled.
   void stop() { stopping_ = true; }

@@ -267,6 +267,9 @@ void Averager::withdraw() {
   const std::string what = prepared_->what;
   prepared_.reset();
   if (!group) return;
+  // The group's trainers may go on to hand a cross-bucket result on among themselves (train/trainer.cpp), a
+  // round that waits for every one of them: we will not be in it, and say so to whoever asks.
+  if (auto hand_on = group->hand_on()) all_reduce_->forgo(hand_on->id());
   if (withdrawn_.valid()) withdrawn_.wait();  // the all-reduce runs one round at a time anyway
   // The options as they are now: the caller may set the next round's timeouts while this one runs.
   withdrawn_ = std::async(std::launch::async, [this, what, group = std::move(*group), all_reduce = options_.all_reduce,

@@ -143,7 +143,8 @@ class Averager {
   enum class AheadSearch { kNone, kSearching, kFound, kNotFound };
   AheadSearch ahead_search() const;
   // Gives up the prepared round: if a group formed, we still serve it, contributing nothing (weight 0), in
-  // the background, so that its members are not left waiting out their sender timeout for us.
+  // the background, so that its members are not left waiting out their sender timeout for us. Its hand-on
+  // (Group::hand_on), which we will not run, is refused at once (AllReduce::forgo).
   void withdraw();
 
   // For a peer shutting down (from any thread, also while step() or a download on client() waits on

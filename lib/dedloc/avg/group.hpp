@@ -74,6 +74,9 @@ class Group {
   // vector is split evenly among the members that reduce, in our order, so every member derives the same
   // group. Errors: no member that reduces is left.
   Result<Group> derived(std::string_view salt) const;
+  // The group of its cross-bucket hand-on (Averager::broadcast after a bucket's round): derived(kHandOnSalt).
+  static constexpr std::string_view kHandOnSalt = "across";
+  Result<Group> hand_on() const { return derived(kHandOnSalt); }
 
   std::uint64_t length() const { return begin_.length; }
   const std::vector<Part>& parts() const { return parts_; }

@@ -505,7 +505,7 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
     return;
   }
   const auto carrier = bucket_carrier(*averager.last_group());
-  auto ours = averager.last_group()->derived("across");  // fails only where no trainer reduces: no carrier
+  auto ours = averager.last_group()->hand_on();  // fails only where no trainer reduces: no carrier
   const std::string stage = collab::gradient_round(epoch) + ".x";
   if (!carrier || !ours) {
     // A group of clients led by an aux peer. Each of its trainers taking the carriers' result itself was
