@@ -581,9 +581,13 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
       told = static_cast<double>(mended->contributions);
       line << ", the rest fetched from the carrier";
     } else {
-      line << ", the rest not fetched (" << mended.status().to_string() << ")";
+      // The carrier died (or moved on): the carriers' result from one that listed it, in full, which the
+      // other groups step with; our group's other receivers take the same, the best listed.
+      line << ", the rest not fetched (" << mended.status().to_string() << "), ";
+      const auto taken = take_stage_result(averager, stage, schema, vector, line);
+      if (!taken) return;
+      told = static_cast<double>(*taken);
     }
-    if (!mended) return;
   }
   line << ", holding " << told << " bucket(s)";
   if (told >= static_cast<double>(bucket.buckets)) round.buckets = bucket.buckets;
