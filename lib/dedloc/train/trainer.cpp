@@ -574,7 +574,8 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
     // carrier's values in some ranges and our own elsewhere: the rest comes from the carrier itself. Ranges
     // not known (a part answered unweighed, or no hand-on at all): all of it.
     const bool ranges_known = handed && handed->all_reduce.unweighed_parts == 0;
-    const avg::ElementRanges missing = ranges_known ? handed->all_reduce.unaveraged : avg::ElementRanges{{0, vector.size()}};
+    const avg::ElementRanges missing =
+        ranges_known ? handed->all_reduce.unaveraged : avg::ElementRanges{{0, vector.size()}};
     auto mended = averager.fetch_result_from(averager.last_group()->member(*carrier), stage, schema, vector, missing,
                                              Deadline::after(averager.matchmaking_time()));
     if (mended) {
@@ -1436,7 +1437,7 @@ bool Trainer::resync_if_diverged(TrainerReport& report) {
       << "): downloading theirs";
   // A group found ahead for this round keeps us: the state we load is of our own epoch, so we step in that
   // group after the download, on the swarm's parameters, with the samples computed since (the group waits
-  // for us the download's time: 1-2 s in the lab, at most a few). Withdrawing served the group's own round
+  // for us the download's time: a median 1-2 s in the lab, 9 s at most). Withdrawing served the group's own round
   // without us, but its cross-bucket hand-on is a round of all its trainers (Averager::broadcast), which
   // then waited for us to the averaging deadline: 30 s of a whole group's time at a run's start, for every
   // member that resynced. A state of a later epoch makes the group's round stale: the search for our next
