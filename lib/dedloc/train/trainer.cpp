@@ -472,9 +472,9 @@ void zero_unaveraged(const avg::AllReduceResult& reduced, std::span<float> vecto
 // The carriers' round's result, from a carrier that took part (avg/round_result.hpp), into `vector` in
 // place of our bucket's own average: what the groups on the swarm's model step with (without our bucket's
 // samples). The buckets it holds; nullopt, `vector` as it was, when none was listed within a matchmaking
-// window. No longer: where every carrier missed the others (two buckets, their carriers seconds apart),
-// each would wait for a result nobody holds while its group waits for its hand-on (the averaging deadline,
-// 30 s in a run's first rounds, stalled a 16-peer lab run for 40 s).
+// window. The wait is that short because where every carrier missed the others (two buckets, their carriers
+// seconds apart), each would otherwise wait for a result nobody holds while its group waits for its hand-on
+// (waiting to the averaging deadline, 30 s in a run's first rounds, stalled a 16-peer lab run for 40 s).
 std::optional<std::uint64_t> take_stage_result(avg::Averager& averager, const std::string& stage,
                                                const avg::VectorSchema& schema, std::span<float> vector,
                                                Logger::Line& line) {
@@ -504,8 +504,10 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
     line << "more buckets than a group holds: our bucket's average only";
     return;
   }
-  const auto carrier = bucket_carrier(*averager.last_group());
-  auto ours = averager.last_group()->hand_on();  // fails only where no trainer reduces: no carrier
+  // A copy: the carriers' round below makes its own group the averager's last.
+  const avg::Group bucket_group = *averager.last_group();
+  const auto carrier = bucket_carrier(bucket_group);
+  auto ours = bucket_group.hand_on();  // fails only where no trainer reduces: no carrier
   const std::string stage = collab::gradient_round(epoch) + ".x";
   if (!carrier || !ours) {
     // A group of clients led by an aux peer. Each of its trainers taking the carriers' result itself was
@@ -515,7 +517,8 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
     return;
   }
   double buckets_averaged = 1;  // what the carrier tells its group: how many buckets its values hold
-  const bool carrying = averager.last_group()->member(*carrier).id == averager.id();
+  const avg::Member carrier_member = bucket_group.member(*carrier);
+  const bool carrying = carrier_member.id == averager.id();
   if (carrying) {
     // The group's members hand their parts to us while we average with the other carriers: held, not refused.
     averager.expect(*ours);
@@ -576,7 +579,7 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
     const bool ranges_known = handed && handed->all_reduce.unweighed_parts == 0;
     const avg::ElementRanges missing =
         ranges_known ? handed->all_reduce.unaveraged : avg::ElementRanges{{0, vector.size()}};
-    auto mended = averager.fetch_result_from(averager.last_group()->member(*carrier), stage, schema, vector, missing,
+    auto mended = averager.fetch_result_from(carrier_member, stage, schema, vector, missing,
                                              Deadline::after(averager.matchmaking_time()));
     if (mended) {
       told = static_cast<double>(mended->contributions);
@@ -1437,11 +1440,11 @@ bool Trainer::resync_if_diverged(TrainerReport& report) {
       << "): downloading theirs";
   // A group found ahead for this round keeps us: the state we load is of our own epoch, so we step in that
   // group after the download, on the swarm's parameters, with the samples computed since (the group waits
-  // for us the download's time: a median 1-2 s in the lab, 9 s at most). Withdrawing served the group's own round
-  // without us, but its cross-bucket hand-on is a round of all its trainers (Averager::broadcast), which
-  // then waited for us to the averaging deadline: 30 s of a whole group's time at a run's start, for every
-  // member that resynced. A state of a later epoch makes the group's round stale: the search for our next
-  // round withdraws it then (Averager::prepare).
+  // for us the download's time: a median 1-2 s in the lab, 9 s at most). Withdrawing served the group's own
+  // round without us, but its cross-bucket hand-on is a round of all its trainers (Averager::broadcast),
+  // which then waited for us to the averaging deadline: 30 s of a whole group's time at a run's start, for
+  // every member that resynced. A state of a later epoch makes the group's round stale: the search for our
+  // next round withdraws it then (Averager::prepare).
   auto caught = catch_up(report, verdict.swarm_hash);
   if (!caught.is_ok() && !stopping()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
   return true;
