@@ -39,11 +39,15 @@ TEST_CASE("Lab scenario: 16 volunteers come and go, a wave joins, a relay dies, 
   CHECK(report["nonfinite_losses"].get<int>() == 0);
   // Nobody's all-reduce ran past its deadline waiting for the dead (a cut round reads exactly 1).
   CHECK(report["longest_round_over_deadline"].get<double>() <= 1.05);
-  // The wave: every joiner downloaded the state, and not all from one donor.
+  // The wave: every joiner downloaded the state, and the wave's downloads did not all come from one donor.
+  // Its four joins alone may, now and then: a joiner keeps only a state with the swarm's leading parameters,
+  // and while this scenario's faults split the swarm one public peer may be the only donor holding them; or
+  // four joiners draw the same of four equal donors (1 in 64). How a crowd's joins spread is held with 16
+  // joiners in tests/proc/lab_volunteers_test.cpp.
   const auto& wave = report["waves"]["wave"];
   CHECK(wave["downloads"].get<int>() >= 4);
   CHECK(wave["join"]["downloads"].get<int>() >= 3);
-  CHECK(wave["join"]["donors"].get<int>() >= 2);
+  CHECK(wave["donors"].get<int>() >= 2);
   CHECK(wave["averaged"].get<int>() >= 3);
   // Memory stays bounded: a synthetic trainer is about 200 MiB (most of it libtorch's code).
   for (const char* group : {"node", "home", "wave"}) {

@@ -93,7 +93,8 @@ double donor_priority(double bandwidth) {
   return std::isfinite(bandwidth) && bandwidth > 0 ? bandwidth * 8 / 1e6 : 0;
 }
 
-std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_64& rng) {
+std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_64& rng,
+                                   const std::vector<crypto::PeerId>& disfavoured) {
   double newest_refresh = 0;
   for (const auto& d : donors) newest_refresh = std::max(newest_refresh, d.refreshed);
   // Adverts at the newest epoch and the one before rank alike: right after a global step only the first
@@ -108,6 +109,7 @@ std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_6
   struct Ranked {
     DonorInfo info;
     bool stale = false;
+    bool disfavoured = false;
     bool relayed = false;
     double load = 0;
     double priority = 0;
@@ -120,12 +122,16 @@ std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_6
     // Anyone can list anything: a NaN would break the sort's ordering.
     const double priority = std::isfinite(d.priority) ? d.priority : 0;
     const bool relayed = d.address.endpoint.rfind("relay://", 0) == 0;
-    ranked.push_back({std::move(d), stale, relayed, load, priority});
+    const bool disfavour = d.address.peer_id && std::find(disfavoured.begin(), disfavoured.end(),
+                                                          *d.address.peer_id) != disfavoured.end();
+    ranked.push_back({std::move(d), stale, disfavour, relayed, load, priority});
   }
   std::shuffle(ranked.begin(), ranked.end(), rng);
   std::stable_sort(ranked.begin(), ranked.end(), [&](const Ranked& a, const Ranked& b) {
     if (a.stale != b.stale) return b.stale;
     if (epoch_class(a.info.epoch) != epoch_class(b.info.epoch)) return epoch_class(a.info.epoch) > epoch_class(b.info.epoch);
+    // Not excluded: what the downloader knows of a donor's parameters may be a step old.
+    if (a.disfavoured != b.disfavoured) return b.disfavoured;
     // A volunteer behind NAT serves through its relay: every byte crosses the relay and a home upload.
     if (a.relayed != b.relayed) return b.relayed;
     if (a.load != b.load) return a.load < b.load;
@@ -788,7 +794,7 @@ Result<DownloadedState> download_state(net::Client& client, std::vector<DonorInf
   });
   if (donors.empty()) return error(Code::kNotFound, "no state donor to ask for '" + options.run_id + "'");
   std::mt19937_64 rng(options.seed != 0 ? options.seed : std::random_device{}());
-  return Downloader(client, rank_donors(std::move(donors), rng), options, deadline).run();
+  return Downloader(client, rank_donors(std::move(donors), rng, options.disfavoured), options, deadline).run();
 }
 
 Result<DownloadedState> download_state(dht::Node& node, net::Client& client, const DownloadOptions& options,

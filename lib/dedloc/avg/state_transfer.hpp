@@ -15,7 +15,9 @@
 //   1. rank the donors (rank_donors): records that stopped being refreshed last (a dead peer stops
 //      refreshing its advert, which lingers until its TTL runs out); then the newest advertised epoch
 //      (the newest and the one before it alike: right after a step only the first peers to take it
-//      advertise it, and a wave of joiners would all pick those), direct donors before those behind a
+//      advertise it, and a wave of joiners would all pick those), donors the downloader disfavours last
+//      (`disfavoured`: a trainer names the peers whose parameters left the swarm's, whose state it would
+//      refuse after downloading it), direct donors before those behind a
 //      relay (every byte would cross the relay and a home upload), the least loaded, the owner's priority
 //      (a trainer advertises its upload rate: a slow peer's upload is what its all-reduce waits on),
 //      ties in random order (joiners with the same list do not all pick the same donors);
@@ -117,7 +119,8 @@ Result<DonorInfo> parse_donor(const dht::FoundEntry& entry);
 void add_donor_schema(dht::RecordValidator& validator);
 
 // The order a download probes donors in (see step 1 above); `rng` breaks ties.
-std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_64& rng);
+std::vector<DonorInfo> rank_donors(std::vector<DonorInfo> donors, std::mt19937_64& rng,
+                                   const std::vector<crypto::PeerId>& disfavoured = {});
 
 // The priority a trainer advertises as a donor: its upload rate (`bandwidth`, bytes/s) in Mbit/s, so that
 // among equally loaded donors the fastest serve first. A download crosses the donor's upload, and a slow
@@ -189,6 +192,7 @@ struct DownloadOptions {
                                                        // (a probe is answered at once on the donor's loop)
   std::optional<Bytes> expected_schema;                // our model's schema hash: skip donors of other models
   std::vector<std::string> exclude;                    // endpoints never asked (our own server's)
+  std::vector<crypto::PeerId> disfavoured;             // donors asked after the rest at their epoch (step 1)
   std::uint64_t seed = 0;                              // order among equally good donors; 0: random
   Logger* log = &Logger::global();
 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "dedloc/dht/record.hpp"
+
 namespace dedloc::collab {
 
 DivergenceVerdict judge_divergence(const std::vector<PeerProgress>& others, const PeerProgress& own) {
@@ -40,6 +42,22 @@ DivergenceVerdict judge_divergence(const std::vector<PeerProgress>& others, cons
   verdict.diverged = own.params_hash != 0 && verdict.swarm_hash != 0 && verdict.swarm_hash != own.params_hash;
   verdict.agrees = own.params_hash != 0 && verdict.swarm_hash == own.params_hash;
   return verdict;
+}
+
+std::vector<crypto::PeerId> peers_apart(const std::vector<PeerProgress>& records,
+                                        const std::function<std::uint64_t(std::uint64_t epoch)>& wanted) {
+  std::map<std::uint64_t, std::uint64_t> wanted_at;  // asked once per epoch
+  std::vector<crypto::PeerId> apart;
+  for (const auto& record : records) {
+    if (record.params_hash == 0) continue;
+    auto known = wanted_at.find(record.epoch);
+    if (known == wanted_at.end()) known = wanted_at.emplace(record.epoch, wanted(record.epoch)).first;
+    if (known->second == 0 || known->second == record.params_hash) continue;
+    const ByteSpan subkey(reinterpret_cast<const std::uint8_t*>(record.peer.data()), record.peer.size());
+    auto owner = dht::find_owner(subkey);
+    if (owner && owner->has_value()) apart.push_back(crypto::PeerId::from_public_key(ByteSpan((*owner)->data(), (*owner)->size())));
+  }
+  return apart;
 }
 
 DivergenceWatch::Action DivergenceWatch::on_verdict(const DivergenceVerdict& verdict, std::uint64_t epoch) {

@@ -1007,6 +1007,19 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swa
   if (!p.swarm.donor_endpoint().empty()) download.exclude.push_back(p.swarm.donor_endpoint());
   download.exclude.insert(download.exclude.end(), p.resync_exclude.begin(), p.resync_exclude.end());
   download.max_donors = 1;  // optimizer statistics are not averaged: stripes must come from one peer
+  // The parameters a state at `epoch` must carry (0: any): a resync's at our epoch, the hash it resyncs to;
+  // a catch-up's, the hash that leads at that epoch where one does (collab/divergence.hpp): a donor whose
+  // parameters left the swarm's (its group missed a round's cross-bucket stage) would hand us its
+  // divergence, and a swarm split into sets would stay split through its downloads. Donors whose records
+  // say they differ are asked last; one that differs after all is passed over next time.
+  auto others = p.swarm.tracker().others_records();
+  auto wanted_at = [&](std::uint64_t epoch) -> std::uint64_t {
+    if (swarm_hash) return epoch == epoch_ ? *swarm_hash : 0;
+    collab::PeerProgress at;
+    at.epoch = epoch;
+    return collab::judge_divergence(others, at).swarm_hash;
+  };
+  download.disfavoured = collab::peers_apart(others, wanted_at);
   download.log = options_.log;
   p.ema.pause();
   const auto download_began = std::chrono::steady_clock::now();
@@ -1021,19 +1034,8 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swa
   const std::string donor = downloaded->donors.empty() ? "?" : downloaded->donors.front().address;
   if (downloaded->state.epoch() < epoch_) return Status();
   if (downloaded->state.epoch() == epoch_ && !swarm_hash) return Status();  // nothing newer than ours
-  // The parameters the state must carry: a resync's at our epoch, the hash it resyncs to; a catch-up's, the
-  // hash that leads at the donor's epoch where one does (collab/divergence.hpp): a donor whose parameters
-  // left the swarm's (its group missed a round's cross-bucket stage) would hand us its divergence, and a
-  // swarm split into sets would stay split through its downloads. A donor that differs is passed over next
-  // time.
-  std::uint64_t wanted = 0;
-  if (swarm_hash) {
-    if (downloaded->state.epoch() == epoch_) wanted = *swarm_hash;
-  } else {
-    collab::PeerProgress at_donor_epoch;
-    at_donor_epoch.epoch = downloaded->state.epoch();
-    wanted = collab::judge_divergence(p.swarm.tracker().others_records(), at_donor_epoch).swarm_hash;
-  }
+  others = p.swarm.tracker().others_records();  // the records as they are now: the download took a while
+  const std::uint64_t wanted = wanted_at(downloaded->state.epoch());
   if (wanted != 0 && avg::parameters_hash(downloaded->state) != wanted) {
     if (auto address = net::PeerAddress::parse(donor)) p.resync_exclude.push_back(address->endpoint);
     return error(Code::kUnavailable, "donor " + donor + "'s parameters at epoch " +

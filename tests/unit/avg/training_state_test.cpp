@@ -162,6 +162,18 @@ TEST_CASE("Donors are ranked by epoch, then load, then priority, equals in rando
   std::vector<DonorInfo> rates{donor("1", 3, 0, 4, donor_priority(12.5e6 / 8)), donor("2", 3, 0, 4, donor_priority(50e6 / 8)),
                                donor("3", 3, 0, 4, donor_priority(25e6 / 8)), donor("4", 3, 1, 4, donor_priority(250e6 / 8))};
   CHECK(ports(rank_donors(rates, rng)) == std::vector<std::string>{"2", "3", "1", "4"});
+
+  // Donors the downloader disfavours (a trainer: those whose parameters left the swarm's) come after the
+  // others at their epoch, idle and fast as they may be, but before older epochs: what the downloader
+  // knows of them may be a step old, so they are still asked.
+  std::vector<DonorInfo> apart{donor("1", 3, 0, 4, 100), donor("2", 3, 2, 4, 0), donor("3", 3, 0, 4, 50),
+                               donor("4", 1, 0, 4, 0)};
+  apart[0].address.peer_id = crypto::PeerId::parse(std::string(40, '1'));
+  apart[2].address.peer_id = crypto::PeerId::parse(std::string(40, '3'));
+  CHECK(ports(rank_donors(apart, rng, {*apart[0].address.peer_id})) == std::vector<std::string>{"3", "2", "1", "4"});
+  CHECK(ports(rank_donors(apart, rng, {*apart[0].address.peer_id, *apart[2].address.peer_id})) ==
+        std::vector<std::string>{"2", "1", "3", "4"});
+  CHECK(ports(rank_donors(apart, rng)) == std::vector<std::string>{"1", "3", "2", "4"});
 }
 
 TEST_CASE("Donor records are checked against their schema", "[unit][avg][state]") {

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "dedloc/collab/divergence.hpp"
+#include "dedloc/crypto/identity.hpp"
+#include "dedloc/dht/record.hpp"
 
 using namespace dedloc;
 using namespace dedloc::collab;
@@ -151,4 +153,29 @@ TEST_CASE("Divergence watch: in a swarm split into sets, apart again after a res
   watch.on_step(true);
   CHECK(watch.on_verdict(kApart, epoch) == DivergenceWatch::Action::kGiveUp);
   CHECK_FALSE(watch.enabled());
+}
+
+TEST_CASE("Peers apart: the owners of records whose hash is not the one wanted at their epoch", "[unit][collab]") {
+  std::vector<crypto::Identity> ids;
+  std::vector<PeerProgress> records;
+  const std::pair<std::uint64_t, std::uint64_t> kRecords[] = {{5, 0xA}, {5, 0xB}, {5, 0}, {6, 0xC}, {4, 0xD}};
+  for (const auto& [epoch, hash] : kRecords) {
+    ids.push_back(crypto::Identity::generate());
+    records.push_back(record(epoch, hash));
+    records.back().peer = dht::owner_marker(ids.back().public_key());
+  }
+  records.push_back(record(5, 0xB));
+  records.back().peer = "not an owner";  // names nobody: left out, not guessed
+  int asked_for_5 = 0;
+  auto wanted = [&](std::uint64_t epoch) -> std::uint64_t {
+    if (epoch == 5) ++asked_for_5;
+    return epoch == 5 ? 0xA : epoch == 6 ? 0xC : 0;  // at 4 nothing leads: anything goes
+  };
+  const auto apart = peers_apart(records, wanted);
+  // Only the second: the first and the fourth carry what is wanted, the third no hash yet, the fifth an
+  // epoch where nothing leads.
+  REQUIRE(apart.size() == 1);
+  CHECK(apart[0] == ids[1].peer_id());
+  CHECK(asked_for_5 == 1);
+  CHECK(peers_apart(records, [](std::uint64_t) -> std::uint64_t { return 0; }).empty());
 }
