@@ -79,11 +79,13 @@ struct FetchedResult {
 };
 
 // Fetches `round`'s result, of `schema_hash` and `into.size()` elements, into `into` from a holder listed in
-// the DHT (see above), never from `self_endpoint`. kTimeout when none answered whole by `deadline` (`into`
-// may then hold a part of a result: the caller's values are not to be trusted after a failure).
+// the DHT (see above) with more than `more_than` contributions, never from `self_endpoint`. kTimeout when
+// none answered whole by `deadline` (`into` may then hold a part of a result: the caller's values are not
+// to be trusted after a failure). With `more_than` > 0 the caller holds a result of its own and asks for a
+// larger one: the listing is read once, and nobody listed (kNotFound) means nobody has one.
 Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, const std::string& round,
                                          const Bytes& schema_hash, std::span<float> into, Deadline deadline,
-                                         const std::string& self_endpoint = "");
+                                         const std::string& self_endpoint = "", std::uint64_t more_than = 0);
 
 // [begin, end) element ranges of a result, ascending and disjoint.
 using ElementRanges = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
