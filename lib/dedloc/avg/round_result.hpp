@@ -6,7 +6,8 @@
 // model of its own, until the divergence check downloads the leading state into every one of its members.
 // Instead the late carrier fetches the round's result from a carrier that took part, and hands that on:
 // its group steps with the rest of the swarm (its own bucket's samples are not in that average; it loses
-// them, not the model).
+// them, not the model). Late carriers that meet one another form a second, smaller round of their own;
+// each of them then takes a result listed with more contributions than theirs, where one is.
 //
 // Holders. A member whose round averaged everything holds a copy of the result (RoundResultShelf::hold, one
 // round at a time) and lists itself under round_result_key(round) in the DHT (subkey: its address; value:

@@ -555,8 +555,9 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
       line << "carrying: averaged with " << across->group_size - 1 << " other carrier(s), ";
       // Fewer buckets than the round has: other carriers may have averaged more of them already. A bucket's
       // trainers that formed two groups send two carriers, and the late group's carrier meets other late
-      // ones (in a 64-peer churn run, a second, smaller carriers' round came in 15 of 38 epochs, each
-      // splitting its groups off the swarm's model until a resync downloaded the state into every member).
+      // ones (a second, smaller carriers' round came after the first in a fifth to a third of the epochs of
+      // 64-peer churn runs, each splitting its groups off the swarm's model until a resync downloaded the
+      // state into every member).
       // Their result keeps our groups on the model the most buckets step to, without our samples.
       const std::uint64_t ours_held = whole_stage ? held : 0;
       std::optional<std::uint64_t> taken;
