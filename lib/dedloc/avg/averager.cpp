@@ -213,10 +213,9 @@ void Averager::hold_result(const std::string& what, const VectorSchema& schema, 
 }
 
 Result<FetchedResult> Averager::fetch_result(const std::string& what, const VectorSchema& schema,
-                                             std::span<float> vector, Deadline deadline,
-                                             const std::optional<OwnResult>& own) {
+                                             std::span<float> vector, Deadline deadline, std::uint64_t more_than) {
   return fetch_round_result(dht_, *client_, options_.run_id + "_" + what, schema.hash, vector, deadline,
-                            options_.role == AvgRole::kClient ? "" : dialable_endpoint(), own);
+                            options_.role == AvgRole::kClient ? "" : dialable_endpoint(), more_than);
 }
 
 void Averager::keep_result(const std::string& what, const VectorSchema& schema, std::span<const float> vector,

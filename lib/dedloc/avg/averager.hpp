@@ -115,13 +115,13 @@ class Averager {
   // A finished round's result, for members that missed the round (avg/round_result.hpp). After a `what`
   // round that averaged everything, hold_result keeps `vector` as its result, `contributions` weighed in,
   // and lists us as its holder for a minute (a client, which nobody can dial, holds nothing). A member
-  // that missed the round fetches it into `vector` with fetch_result, from one that holds it (with `own`:
-  // one at least as large as ours, from outside our round, fetch_round_result); kTimeout when none could be
-  // had by `deadline` (`vector` may then hold part of it).
+  // that missed the round fetches it into `vector` with fetch_result, from one that holds it (with more
+  // than `more_than` contributions); kTimeout when none could be had by `deadline` (`vector` may then hold
+  // part of it).
   void hold_result(const std::string& what, const VectorSchema& schema, std::span<const float> vector,
                    std::uint64_t contributions);
   Result<FetchedResult> fetch_result(const std::string& what, const VectorSchema& schema, std::span<float> vector,
-                                     Deadline deadline, const std::optional<OwnResult>& own = std::nullopt);
+                                     Deadline deadline, std::uint64_t more_than = 0);
   // For a broadcaster (broadcast()), before it hands `vector` on: keeps it as `what`'s result, unlisted (a
   // result already held for `what` stays as it is: the same values), so that receivers can mend what the
   // hand-on did not bring them with fetch_result_from. A client keeps nothing.

@@ -105,11 +105,11 @@ struct Holder {
   std::uint64_t contributions = 0;
 };
 
-// The holders listed for `round` whose record matches the result wanted (with `own`: one at least as large,
-// outside our round), the most contributions first.
+// The holders listed for `round` whose record matches the result wanted, with more than `more_than`
+// contributions, the most first.
 Result<std::vector<Holder>> list_holders(dht::Node& dht, const std::string& round, const Bytes& schema_hash,
                                          std::uint64_t length, const std::string& self_endpoint,
-                                         const std::optional<OwnResult>& own, Deadline deadline) {
+                                         std::uint64_t more_than, Deadline deadline) {
   auto found = dht.get(wire::round_result_key(round), dht::GetMode::kLatest, deadline);
   if (!found) return found.status();
   std::vector<Holder> holders;
@@ -119,12 +119,7 @@ Result<std::vector<Holder>> list_holders(dht::Node& dht, const std::string& roun
     auto address = net::PeerAddress::parse(text_of(*entry.subkey));
     auto record = wire::decode_round_result(entry.value);
     if (!address || !record || address->endpoint == self_endpoint) continue;
-    if (record->schema_hash != schema_hash || record->length != length) continue;
-    if (own && (record->contributions < own->contributions ||
-                (address->peer_id && std::find(own->same_round.begin(), own->same_round.end(),
-                                               *address->peer_id) != own->same_round.end()))) {
-      continue;
-    }
+    if (record->schema_hash != schema_hash || record->length != length || record->contributions <= more_than) continue;
     holders.push_back({std::move(*address), record->contributions});
   }
   std::stable_sort(holders.begin(), holders.end(),
@@ -168,10 +163,10 @@ Result<std::uint64_t> fetch_from(net::Client& client, const Holder& holder, cons
 
 Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, const std::string& round,
                                          const Bytes& schema_hash, std::span<float> into, Deadline deadline,
-                                         const std::string& self_endpoint, const std::optional<OwnResult>& own) {
+                                         const std::string& self_endpoint, std::uint64_t more_than) {
   Status last = error(Code::kTimeout, "no holder of '" + round + "' listed");
   while (!deadline.passed()) {
-    auto holders = list_holders(dht, round, schema_hash, into.size(), self_endpoint, own, deadline);
+    auto holders = list_holders(dht, round, schema_hash, into.size(), self_endpoint, more_than, deadline);
     if (!holders) {
       last = holders.status();
     } else {
@@ -181,9 +176,9 @@ Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, co
         if (fetched) return FetchedResult{holder.address.to_string(), *fetched};
         last = fetched.status().with_context(holder.address.to_string());
       }
-      if (own && holders->empty()) {
-        return error(Code::kNotFound, "no holder of '" + round + "' outside our round with " +
-                                          std::to_string(own->contributions) + " contributions or more listed");
+      if (more_than > 0 && holders->empty()) {
+        return error(Code::kNotFound, "no holder of '" + round + "' with more than " + std::to_string(more_than) +
+                                          " contributions listed");
       }
     }
     std::this_thread::sleep_for(std::min<Duration>(kRelist, deadline.remaining()));

@@ -6,9 +6,8 @@
 // model of its own, until the divergence check downloads the leading state into every one of its members.
 // Instead the late carrier fetches the round's result from a carrier that took part, and hands that on:
 // its group steps with the rest of the swarm (its own bucket's samples are not in that average; it loses
-// them, not the model). Late carriers that meet one another form a second round of their own; each of
-// them then takes another round's result with at least as many contributions as theirs, where one is
-// listed (OwnResult).
+// them, not the model). Late carriers that meet one another form a second, smaller round of their own;
+// each of them then takes a result listed with more contributions than theirs, where one is.
 //
 // Holders. A member whose round averaged everything holds a copy of the result (RoundResultShelf::hold, one
 // round at a time) and lists itself under round_result_key(round) in the DHT (subkey: its address; value:
@@ -31,14 +30,12 @@
 #include <cstdint>
 #include <future>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "dedloc/core/clock.hpp"
-#include "dedloc/crypto/peer_id.hpp"
 #include "dedloc/dht/node.hpp"
 #include "dedloc/net/client.hpp"
 #include "dedloc/net/peer_address.hpp"
@@ -82,23 +79,14 @@ struct FetchedResult {
   std::uint64_t contributions = 0;  // weighed contributions averaged into it
 };
 
-// A result of its own, held by a caller that would take another in its place: a carrier whose carriers'
-// round averaged fewer buckets than the round has, where other carriers met apart from it.
-struct OwnResult {
-  std::uint64_t contributions = 0;        // what ours holds: only a result with at least as many is taken
-  std::vector<crypto::PeerId> same_round;  // the members of our round, who hold what we hold: passed over
-};
-
 // Fetches `round`'s result, of `schema_hash` and `into.size()` elements, into `into` from a holder listed in
-// the DHT (see above), never from `self_endpoint`. kTimeout when none answered whole by `deadline` (`into`
-// may then hold a part of a result: the caller's values are not to be trusted after a failure). With `own`,
-// only from a holder outside our round of a result at least as large as ours, and the listing is read
-// once: nobody listed (kNotFound) means nobody has one. (Listed at least as large, and so before we read:
-// our own round lists its result only after that read, so two rounds never take each other's.)
+// the DHT (see above) with more than `more_than` contributions, never from `self_endpoint`. kTimeout when
+// none answered whole by `deadline` (`into` may then hold a part of a result: the caller's values are not
+// to be trusted after a failure). With `more_than` > 0 the caller holds a result of its own and asks for a
+// larger one: the listing is read once, and nobody listed (kNotFound) means nobody has one.
 Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, const std::string& round,
                                          const Bytes& schema_hash, std::span<float> into, Deadline deadline,
-                                         const std::string& self_endpoint = "",
-                                         const std::optional<OwnResult>& own = std::nullopt);
+                                         const std::string& self_endpoint = "", std::uint64_t more_than = 0);
 
 // [begin, end) element ranges of a result, ascending and disjoint.
 using ElementRanges = std::vector<std::pair<std::uint64_t, std::uint64_t>>;

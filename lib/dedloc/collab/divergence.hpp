@@ -49,8 +49,8 @@ DivergenceVerdict judge_divergence(const std::vector<PeerProgress>& others, cons
 
 // The peers whose record carries a hash other than `wanted(record.epoch)`, where that is not 0: a state
 // downloaded from one of them would be refused (the trainer wants the swarm's leading parameters), so a
-// download asks them after the others (avg::DownloadOptions::disfavoured). Under churn nearly a fifth of a 64-peer
-// swarm's downloads were so refused, each costing a download and a retry. Records not owned by a key name
+// download asks them after the others (avg::DownloadOptions::disfavoured). In 64-peer churn runs 2-18% of
+// the downloads were so refused, each costing a download and a retry. Records not owned by a key name
 // nobody.
 std::vector<crypto::PeerId> peers_apart(const std::vector<PeerProgress>& records,
                                         const std::function<std::uint64_t(std::uint64_t epoch)>& wanted);

@@ -34,8 +34,8 @@
 // members without matchmaking (avg::Averager::broadcast): they end with exactly the carrier's values.
 // Whatever fails, a group's members hold the same values: a carrier that missed the stage takes its result
 // from a carrier that took part (avg/round_result.hpp) and hands that on, as does a carrier whose carriers'
-// round held fewer buckets than the round has where another round's result, at least as large, is already
-// listed (late groups' carriers meeting one another); a receiver whose hand-on came back partial (a member died in it) fetches the rest from its carrier; where
+// round held fewer buckets than a result already listed (late groups' carriers meeting one another); a
+// receiver whose hand-on came back partial (a member died in it) fetches the rest from its carrier; where
 // none can be had, its whole group steps on its own average and the divergence check brings it back
 // (collab/divergence.hpp).
 // No stage where B exceeds target_group_size (the carriers would not fit in one group).

@@ -475,14 +475,14 @@ void zero_unaveraged(const avg::AllReduceResult& reduced, std::span<float> vecto
 // window. The wait is that short because where every carrier missed the others (two buckets, their carriers
 // seconds apart), each would otherwise wait for a result nobody holds while its group waits for its hand-on
 // (waiting to the averaging deadline, 30 s in a run's first rounds, stalled a 16-peer lab run for 40 s).
-// With `own` (a carrier whose own carriers' round held fewer buckets than the round has): only a result of
-// another round at least as large, and only if one is listed already.
+// With `more_than` > 0 (a carrier whose own carriers' round held that many buckets): only a result holding
+// more, and only if one is listed already.
 std::optional<std::uint64_t> take_stage_result(avg::Averager& averager, const std::string& stage,
                                                const avg::VectorSchema& schema, std::span<float> vector,
-                                               Logger::Line& line,
-                                               const std::optional<avg::OwnResult>& own = std::nullopt) {
+                                               Logger::Line& line, std::uint64_t more_than = 0) {
   std::vector<float> theirs(vector.size());
-  auto fetched = averager.fetch_result(stage, schema, theirs, Deadline::after(averager.matchmaking_time()), own);
+  auto fetched =
+      averager.fetch_result(stage, schema, theirs, Deadline::after(averager.matchmaking_time()), more_than);
   if (!fetched) {
     line << "no result to take (" << fetched.status().to_string() << ")";
     return std::nullopt;
@@ -553,20 +553,17 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
       // Its buckets: the stage's carriers, less ours if it weighed nothing (others may have, too: a ranking).
       const size_t held = across->group_size - (whole_bucket ? 0 : 1);
       line << "carrying: averaged with " << across->group_size - 1 << " other carrier(s), ";
-      // Fewer buckets than the round has: other carriers may have averaged as many or more of them already.
-      // A bucket's trainers that formed two groups send two carriers, and the late group's carrier meets
-      // other late ones (a second, smaller carriers' round came after the first in a fifth to a third of
-      // the epochs of 64-peer churn runs, each splitting its groups off the swarm's model until a resync
-      // downloaded the state into every member). The result listed first, at least as large as ours, keeps
-      // our groups on the model its groups step to, without our samples.
+      // Fewer buckets than the round has: other carriers may have averaged more of them already. A bucket's
+      // trainers that formed two groups send two carriers, and the late group's carrier meets other late
+      // ones (a second, smaller carriers' round came after the first in a fifth to a third of the epochs of
+      // 64-peer churn runs, each splitting its groups off the swarm's model until a resync downloaded the
+      // state into every member).
+      // Their result keeps our groups on the model the most buckets step to, without our samples.
       const std::uint64_t ours_held = whole_stage ? held : 0;
       std::optional<std::uint64_t> taken;
-      if (ours_held < bucket.buckets && averager.last_group()) {
-        avg::OwnResult own{std::max<std::uint64_t>(ours_held, 1), {}};
-        const auto& carriers = *averager.last_group();  // the carriers' round's, now
-        for (size_t i = 0; i < carriers.size(); ++i) own.same_round.push_back(carriers.member(i).id);
-        line << "another carriers' result: ";
-        taken = take_stage_result(averager, stage, schema, vector, line, own);
+      if (ours_held < bucket.buckets) {
+        line << "a larger carriers' result: ";
+        taken = take_stage_result(averager, stage, schema, vector, line, std::max<std::uint64_t>(ours_held, 1));
         line << ", ";
       }
       if (taken) buckets_averaged = static_cast<double>(*taken);
