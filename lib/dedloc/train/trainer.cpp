@@ -557,8 +557,8 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
       // trainers that formed two groups send two carriers, and the late group's carrier meets other late
       // ones (a second, smaller carriers' round came after the first in a fifth to a third of the epochs of
       // 64-peer churn runs, each splitting its groups off the swarm's model until a resync downloaded the
-      // state into every member).
-      // Their result keeps our groups on the model the most buckets step to, without our samples.
+      // state into every member). Their result keeps our groups on the model the most buckets step to,
+      // without our samples. (Taking one merely as large, too, was measured and reverted: bench/lab/README.md.)
       const std::uint64_t ours_held = whole_stage ? held : 0;
       std::optional<std::uint64_t> taken;
       if (ours_held < bucket.buckets) {
