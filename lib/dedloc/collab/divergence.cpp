@@ -54,10 +54,7 @@ std::vector<crypto::PeerId> peers_apart(const std::vector<PeerProgress>& records
     if (known == wanted_at.end()) known = wanted_at.emplace(record.epoch, wanted(record.epoch)).first;
     if (known->second == 0 || known->second == record.params_hash) continue;
     const ByteSpan subkey(reinterpret_cast<const std::uint8_t*>(record.peer.data()), record.peer.size());
-    auto owner = dht::find_owner(subkey);
-    if (owner && owner->has_value()) {
-      apart.push_back(crypto::PeerId::from_public_key(ByteSpan((*owner)->data(), (*owner)->size())));
-    }
+    if (auto owner = dht::owner_peer_id(subkey)) apart.push_back(*owner);
   }
   return apart;
 }

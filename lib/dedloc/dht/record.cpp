@@ -45,6 +45,12 @@ Result<std::optional<crypto::PublicKey>> find_owner(ByteSpan text) {
   return owner;
 }
 
+std::optional<crypto::PeerId> owner_peer_id(ByteSpan text) {
+  auto owner = find_owner(text);
+  if (!owner || !owner->has_value()) return std::nullopt;
+  return crypto::PeerId::from_public_key(ByteSpan((*owner)->data(), (*owner)->size()));
+}
+
 Result<std::optional<crypto::PublicKey>> entry_owner(std::string_view key_name, const std::optional<Bytes>& subkey) {
   auto by_key = find_owner(as_bytes(key_name));
   if (!by_key) return by_key.status().with_context("the key name");

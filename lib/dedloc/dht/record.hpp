@@ -34,6 +34,9 @@ using wire::owner_marker;
 // The owner named in `text`: nullopt when there is none; kMalformed when there are several or one is not
 // 64 hex digits (such names are refused rather than treated as unowned).
 Result<std::optional<crypto::PublicKey>> find_owner(ByteSpan text);
+// The PeerID of the one owner named in `text` (an owned subkey: "[owner:<hex public key>]"); nullopt when
+// none is, or the name is malformed.
+std::optional<crypto::PeerId> owner_peer_id(ByteSpan text);
 
 // The owner of an entry under `key_name`: named by the subkey, or else by the key name. Both naming
 // (different) owners is kMalformed.

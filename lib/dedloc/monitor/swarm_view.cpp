@@ -11,10 +11,7 @@ namespace dedloc::monitor {
 
 std::string peer_id_of_subkey(const std::string& subkey) {
   ByteSpan bytes(reinterpret_cast<const std::uint8_t*>(subkey.data()), subkey.size());
-  auto owner = dht::find_owner(bytes);
-  if (owner && owner->has_value()) {
-    return crypto::PeerId::from_public_key(ByteSpan((*owner)->data(), (*owner)->size())).to_string();
-  }
+  if (auto owner = dht::owner_peer_id(bytes)) return owner->to_string();
   // Anything else came from the network as it is: shown as bounded hex, never as raw bytes in a page.
   return "unowned:" + to_hex(bytes.subspan(0, std::min<size_t>(bytes.size(), 16)));
 }
