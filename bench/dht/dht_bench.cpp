@@ -6,7 +6,9 @@
 // plus (dedloc only) "rpcs_per_put" and "rpcs_per_get"; "rss_kib_per_node_joined", the same after joining and
 // before any store; "connections_per_node", the outgoing connections open at the end; "connects_per_op", the
 // connections opened per put or get; and "max_connections_per_node", the bound on each node's open connections
-// it ran with (--max-connections, or lower where LocalSwarm had to fit the descriptor limit; 0: none).
+// it ran with (--max-connections, or lower where LocalSwarm had to fit the descriptor limit; 0: none);
+// "datagram_retransmits" and "datagram_calls_streamed", requests sent again and calls that went over ZeroMQ
+// (--datagrams, on by default; "impl" is "dedloc-zmq" with it off).
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -84,6 +86,10 @@ int main(int argc, char** argv) {
                  "outgoing connections a node keeps open at most (0: no bound; LocalSwarm lowers it to fit the "
                  "descriptor limit)")
       ->capture_default_str();
+  bool datagrams = dht::NodeOptions{}.datagrams;
+  app.add_option("--datagrams", datagrams,
+                 "nodes talk in UDP datagrams (false: every RPC over ZeroMQ connections, as before datagrams)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   Logger quiet(LogLevel::kError);
@@ -92,6 +98,7 @@ int main(int argc, char** argv) {
   options.maintenance_interval = Duration::zero();  // no background traffic while measuring
   options.idle_connection_close = from_seconds(idle_close_s);
   options.max_connections = max_connections;
+  options.datagrams = datagrams;
 
   long rss_before = rss_kib();
   auto started = std::chrono::steady_clock::now();
@@ -150,7 +157,13 @@ int main(int argc, char** argv) {
   // The bound each node ran with: ours, or the descriptor limit's when lower (0: none).
   size_t bound = (*swarm)->max_connections_per_node();
   if (bound == 0 || (max_connections != 0 && max_connections < bound)) bound = max_connections;
-  nlohmann::json out{{"impl", "dedloc"},
+  std::uint64_t retransmits = 0, streamed = 0;
+  for (size_t i = 0; i < nodes; ++i) {
+    const auto stats = (*swarm)->node(i).stats().datagrams;
+    retransmits += stats.retransmits;
+    streamed += stats.streamed;
+  }
+  nlohmann::json out{{"impl", datagrams ? "dedloc" : "dedloc-zmq"},
                      {"nodes", nodes},
                      {"keys", keys},
                      {"value_bytes", value_bytes},
@@ -166,6 +179,8 @@ int main(int argc, char** argv) {
                      {"connects_per_op", static_cast<double>(connects_after_gets - connects_before_puts) / static_cast<double>(2 * keys)},
                      {"connections_per_node", static_cast<double>(open_at_end) / static_cast<double>(nodes)},
                      {"max_connections_per_node", bound},
+                     {"datagram_retransmits", retransmits},
+                     {"datagram_calls_streamed", streamed},
                      {"rss_kib_per_node_joined", static_cast<double>(rss_joined - rss_before) / static_cast<double>(nodes)},
                      {"rss_kib_per_node", static_cast<double>(rss_kib() - rss_before) / static_cast<double>(nodes)}};
   std::cout << out.dump() << std::endl;

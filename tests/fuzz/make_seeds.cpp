@@ -23,6 +23,7 @@
 #include "dedloc/wire/dht_messages.hpp"
 #include "dedloc/wire/envelope.hpp"
 #include "dedloc/wire/messages.hpp"
+#include "dedloc/wire/datagram.hpp"
 #include "dedloc/wire/relay_frames.hpp"
 #include "fuzz/fixtures.hpp"
 
@@ -468,6 +469,33 @@ void address_seeds(const fs::path& dir) {
   for (const auto& [name, text] : seeds) write_text(dir, "seed-" + name, text);
 }
 
+// ---- datagram: plain and sealed (for the fixture identity, from another fixed one) datagrams ----
+void datagram_seeds(const fs::path& dir) {
+  std::array<std::uint8_t, 32> seed{};
+  seed.fill(0x24);
+  const auto sender = crypto::Identity::from_seed(seed).value();
+  const auto shared = datagram_shared_key(fuzz::identity().public_key(), sender.curve_keys().secret_key).value();
+  Envelope envelope;
+  envelope.type = Ping::kType;
+  envelope.request_id = 7;
+  const Bytes header = encode_header(envelope, body_of(Ping{1.7e9}));
+  Cookie cookie{};
+  cookie.fill(0x33);
+  const std::vector<std::pair<std::string, DatagramBody>> bodies = {
+      {"request", {DatagramKind::kRequest, 7, std::nullopt, {header}}},
+      {"request-cookie", {DatagramKind::kRequest, 7, cookie, {header, Bytes{1, 2, 3}}}},
+      {"reply", {DatagramKind::kReply, 7, std::nullopt, {header}}},
+      {"retry", {DatagramKind::kRetry, 7, cookie, {}}},
+      {"use-stream", {DatagramKind::kUseStream, 7, std::nullopt, {}}},
+  };
+  for (const auto& [name, body] : bodies) {
+    const Bytes encoded = encode_datagram_body(body);
+    write(dir, "seed-plain-" + name, encode_datagram(encoded, nullptr, nullptr));
+    write(dir, "seed-sealed-" + name, encode_datagram(encoded, &sender.public_key(), &shared));
+  }
+  write(dir, "seed-prefix-only", Bytes{'D', 'G', 1, 0});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -485,5 +513,6 @@ int main(int argc, char** argv) {
   records_seeds(root / "records");
   access_seeds(root / "access");
   address_seeds(root / "address");
+  datagram_seeds(root / "datagram");
   return 0;
 }

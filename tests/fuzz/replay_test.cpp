@@ -21,6 +21,7 @@ extern "C" int dedloc_fuzz_checkpoint(const std::uint8_t* data, std::size_t size
 extern "C" int dedloc_fuzz_records(const std::uint8_t* data, std::size_t size);
 extern "C" int dedloc_fuzz_access(const std::uint8_t* data, std::size_t size);
 extern "C" int dedloc_fuzz_address(const std::uint8_t* data, std::size_t size);
+extern "C" int dedloc_fuzz_datagram(const std::uint8_t* data, std::size_t size);
 
 namespace {
 
@@ -81,4 +82,8 @@ TEST_CASE("The private-run fuzz corpus replays without a crash", "[unit][fuzz]")
 
 TEST_CASE("The peer address fuzz corpus replays without a crash", "[unit][fuzz]") {
   replay("address", dedloc_fuzz_address, 20);
+}
+
+TEST_CASE("The datagram fuzz corpus replays without a crash", "[unit][fuzz]") {
+  replay("datagram", dedloc_fuzz_datagram, 8);
 }

@@ -354,3 +354,68 @@ TEST_CASE("Bootstrap errors say what is wrong and what to do", "[net][dht]") {
     CHECK_THAT(status.message(), Catch::Contains("--client-mode"));
   }
 }
+
+TEST_CASE("Nodes talk in datagrams: a swarm stores and reads without holding connections", "[net][dht][datagram]") {
+  auto swarm = launch(12);
+  for (int k = 0; k < 20; ++k) {
+    const std::string key = "small-" + std::to_string(k);
+    REQUIRE(swarm->node(k % 12).store(key, std::nullopt, bytes_of("v" + std::to_string(k)), in_an_hour(),
+                                      Deadline::after(10s)).is_ok());
+  }
+  for (int k = 0; k < 20; ++k) {
+    auto record = swarm->node((k + 5) % 12).get("small-" + std::to_string(k), GetMode::kFirst, Deadline::after(10s));
+    REQUIRE(record.is_ok());
+    REQUIRE(record->has_value());
+    CHECK(text_of((*record)->entries.at(0).value) == "v" + std::to_string(k));
+  }
+  std::uint64_t served = 0, opened = 0, zmq_requests = 0;
+  for (size_t i = 0; i < swarm->size(); ++i) {
+    const auto stats = swarm->node(i).stats();
+    served += stats.datagrams.requests;
+    opened += stats.client.connections_opened;
+    zmq_requests += stats.server.requests;
+  }
+  CHECK(served > 100);
+  CHECK(opened == 0);
+  CHECK(zmq_requests == 0);
+}
+
+TEST_CASE("Values too large for a datagram are stored and read over ZeroMQ", "[net][dht][datagram]") {
+  auto swarm = launch(8);
+  Bytes big(40 * 1024);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::uint8_t>(i * 31);
+  REQUIRE(swarm->node(0).store("big", std::nullopt, big, in_an_hour(), Deadline::after(10s)).is_ok());
+  // A dictionary whose replies outgrow a datagram only as it fills up.
+  for (int s = 0; s < 40; ++s) {
+    REQUIRE(swarm->node(s % 8).store("dict", bytes_of("sub-" + std::to_string(s)), Bytes(1000, static_cast<std::uint8_t>(s)),
+                                     in_an_hour(), Deadline::after(10s)).is_ok());
+  }
+  auto record = swarm->node(5).get("big", GetMode::kFirst, Deadline::after(10s));
+  REQUIRE(record.is_ok());
+  REQUIRE(record->has_value());
+  CHECK((*record)->entries.at(0).value == big);
+  auto dict = swarm->node(6).get("dict", GetMode::kLatest, Deadline::after(10s));
+  REQUIRE(dict.is_ok());
+  REQUIRE(dict->has_value());
+  CHECK((*dict)->entries.size() == 40);
+  std::uint64_t streamed = 0;
+  for (size_t i = 0; i < swarm->size(); ++i) streamed += swarm->node(i).stats().datagrams.streamed;
+  CHECK(streamed > 0);
+}
+
+TEST_CASE("With datagrams off, every RPC goes over ZeroMQ as before", "[net][dht][datagram]") {
+  auto options = quiet_options();
+  options.datagrams = false;
+  auto swarm = launch(8, options);
+  REQUIRE(swarm->node(0).store("k", std::nullopt, bytes_of("v"), in_an_hour(), Deadline::after(10s)).is_ok());
+  auto record = swarm->node(7).get("k", GetMode::kFirst, Deadline::after(10s));
+  REQUIRE(record.is_ok());
+  REQUIRE(record->has_value());
+  std::uint64_t datagram_calls = 0, zmq_requests = 0;
+  for (size_t i = 0; i < swarm->size(); ++i) {
+    datagram_calls += swarm->node(i).stats().datagrams.calls;
+    zmq_requests += swarm->node(i).stats().server.requests;
+  }
+  CHECK(datagram_calls == 0);
+  CHECK(zmq_requests > 0);
+}

@@ -14,9 +14,9 @@ constexpr size_t kConnectionsPerNode = 256;
 // File descriptors per connection: its TCP connection, the peer's end of it, and the client socket's ZeroMQ
 // mailbox.
 constexpr size_t kDescriptorsPerConnection = 3;
-// Per node without any connection: the server's listening socket and its ZeroMQ mailbox, and the client's and
-// server's loop doorbells (net/mailbox.hpp).
-constexpr size_t kDescriptorsPerNode = 4;
+// Per node without any connection: the server's listening socket and its ZeroMQ mailbox, the client's and
+// server's loop doorbells (net/mailbox.hpp), and the datagram transport's UDP socket and doorbell.
+constexpr size_t kDescriptorsPerNode = 6;
 // For the rest of the process (standard streams, /proc reads, logs), and for connections opened beyond a
 // node's bound while calls await them (net::ClientOptions::max_connections).
 constexpr size_t kReservedDescriptors = 512;

@@ -1,5 +1,7 @@
 #include "dedloc/dht/node.hpp"
 
+#include <arpa/inet.h>
+
 #include "dedloc/dht/revocations.hpp"
 
 #include <algorithm>
@@ -102,18 +104,22 @@ Status Node::start() {
     return error(Code::kUnavailable, std::string("cannot start a DHT node: ") + e.what());
   }
 
+  if (options_.datagrams) {
+    net::DatagramOptions datagram_options;
+    datagram_options.self = id();
+    datagram_options.socket = options_.socket;
+    datagram_options.log = options_.log;
+    datagram_options.clock = options_.clock;
+    datagram_options.max_datagram_bytes = options_.max_datagram_bytes;
+    datagrams_ = std::make_unique<net::DatagramRpc>(datagram_options, *client_);
+  }
   if (!options_.listen.empty()) {
-    net::ServerOptions server_options;
-    server_options.listen = options_.listen;
-    server_options.self = id();
-    server_options.socket = options_.socket;
-    server_options.log = options_.log;
-    server_options.clock = options_.clock;
-    server_ = std::make_unique<net::Server>(context_, server_options);
-    install_handlers();
-    DEDLOC_RETURN_IF_ERROR(server_->start());
+    DEDLOC_RETURN_IF_ERROR(start_serving());
     advertised_ = options_.announce.empty() ? net::dialable_endpoint(server_->endpoint(), kRouteProbeHost)
                                             : server_->advertise(options_.announce);
+  } else if (datagrams_) {
+    // A client-mode node: a port of its own to ask from, answering nobody.
+    DEDLOC_RETURN_IF_ERROR(datagrams_->start("0.0.0.0", 0, /*serve=*/false));
   }
   started_ = true;
   if (options_.maintenance_interval > Duration::zero()) maintenance_ = std::thread([this] { maintenance_loop(); });
@@ -127,6 +133,37 @@ Status Node::start() {
   return Status::ok();
 }
 
+Status Node::start_serving() {
+  net::ServerOptions server_options;
+  server_options.listen = options_.listen;
+  server_options.self = id();
+  server_options.socket = options_.socket;
+  server_options.log = options_.log;
+  server_options.clock = options_.clock;
+  const auto listen = net::parse_tcp_endpoint(options_.listen);
+  const bool any_port = listen && listen->port == 0;
+  // With port 0 the kernel picks a free TCP port, whose UDP twin is almost always free too; a few tries.
+  constexpr int kTries = 8;
+  for (int attempt = 1;; ++attempt) {
+    server_ = std::make_unique<net::Server>(context_, server_options);
+    install_handlers();
+    DEDLOC_RETURN_IF_ERROR(server_->start());
+    if (!datagrams_) return Status::ok();
+    const auto bound = net::parse_tcp_endpoint(server_->endpoint());
+    in_addr ipv4{};
+    if (!bound || inet_pton(AF_INET, bound->host.c_str(), &ipv4) != 1) {
+      // Not an IPv4 address (an IPv6 or inproc:// listen): every RPC over ZeroMQ.
+      Logger::Line(options_.log, LogLevel::kInfo, kLog) << "no datagrams on " << server_->endpoint()
+                                                       << " (not an IPv4 address): the DHT talks over ZeroMQ only";
+      datagrams_.reset();
+      return Status::ok();
+    }
+    Status bound_udp = datagrams_->start(bound->host, bound->port, /*serve=*/true);
+    if (bound_udp.is_ok() || !any_port || attempt == kTries) return bound_udp;
+    server_->stop();
+  }
+}
+
 void Node::stop() {
   {
     std::lock_guard lock(maintenance_mutex_);
@@ -136,6 +173,8 @@ void Node::stop() {
   if (maintenance_.joinable()) maintenance_.join();
   if (revocation_watch_.joinable()) revocation_watch_.join();
   if (server_) server_->stop();
+  // Fails its calls in flight with kCancelled; calls made after it go over client_.
+  if (datagrams_) datagrams_->stop();
   // Fails our calls in flight with kCancelled and never waits on remote peers. Destroyed while client_ still
   // points at it: completions on its loop thread (where lookups are driven, LookupRun) may still reach it
   // until that thread has stopped, and it cancels what they send.
@@ -147,12 +186,16 @@ void Node::stop() {
 // Answering other nodes
 
 void Node::install_handlers() {
-  server_->handle<wire::DhtFindNode>([this](wire::DhtFindNode&& m, net::Incoming&& request, net::Replier replier) {
+  auto serve = [this](wire::MessageType type, const net::Handler& handler) {
+    server_->handle(type, handler);
+    if (datagrams_) datagrams_->handle(type, handler);
+  };
+  serve(wire::DhtFindNode::kType, net::typed_handler<wire::DhtFindNode>([this](wire::DhtFindNode&& m, net::Incoming&& request, net::Replier replier) {
     note_sender(request.envelope().sender, m.sender_endpoint);
     replier.reply(wire::DhtNodes{nearest_infos(m.target)});
-  });
+  }));
 
-  server_->handle<wire::DhtFindValue>([this](wire::DhtFindValue&& m, net::Incoming&& request, net::Replier replier) {
+  serve(wire::DhtFindValue::kType, net::typed_handler<wire::DhtFindValue>([this](wire::DhtFindValue&& m, net::Incoming&& request, net::Replier replier) {
     note_sender(request.envelope().sender, m.sender_endpoint);
     wire::DhtValue reply;
     {
@@ -175,16 +218,16 @@ void Node::install_handlers() {
     entries_served_ += reply.entries.size();
     for (const auto& e : reply.entries) entry_bytes_served_ += entry_bytes(e.subkey, e.value, e.signature);
     replier.reply(reply);
-  });
+  }));
 
-  server_->handle<wire::DhtStore>([this](wire::DhtStore&& m, net::Incoming&& request, net::Replier replier) {
+  serve(wire::DhtStore::kType, net::typed_handler<wire::DhtStore>([this](wire::DhtStore&& m, net::Incoming&& request, net::Replier replier) {
     note_sender(request.envelope().sender, m.sender_endpoint);
     Status stored = store_locally(m.key_name, m.entry);
     if (!stored.is_ok()) return replier.fail(stored);
     replier.reply(wire::DhtStored{nearest_infos(key_id(m.key_name))});
-  });
+  }));
 
-  server_->handle<wire::DhtListPeers>([this](wire::DhtListPeers&& m, net::Incoming&&, net::Replier replier) {
+  serve(wire::DhtListPeers::kType, net::typed_handler<wire::DhtListPeers>([this](wire::DhtListPeers&& m, net::Incoming&&, net::Replier replier) {
     wire::DhtPeerList reply;
     reply.endpoint = advertised_;
     size_t limit = std::min<std::uint64_t>(m.max_contacts, wire::kMaxPeerListContacts);
@@ -194,12 +237,12 @@ void Node::install_handlers() {
     }
     reply.stored_keys = stored_keys();
     replier.reply(reply);
-  });
+  }));
 
-  server_->handle<wire::DhtCheckReachable>(
+  serve(wire::DhtCheckReachable::kType, net::typed_handler<wire::DhtCheckReachable>(
       [this](wire::DhtCheckReachable&& m, net::Incoming&& request, net::Replier replier) {
         check_reachable(m.endpoint, request.envelope().sender, std::move(replier));
-      });
+      }));
 }
 
 std::vector<wire::ContactInfo> Node::nearest_infos(const PeerId& target) const {
@@ -240,7 +283,7 @@ void Node::note_alive(const Contact& contact) {
   }
   // The bucket is full: keep its oldest contact if it still answers (long-lived nodes are the most reliable,
   // and this resists floods of fresh ids); otherwise the newcomer, waiting in the replacement cache, takes over.
-  client_->call(oldest->endpoint, net::Outgoing::of(wire::Ping{now()}), Deadline::after(options_.rpc_timeout),
+  caller().call(oldest->endpoint, net::Outgoing::of(wire::Ping{now()}), Deadline::after(options_.rpc_timeout),
                 [this, contact = *oldest](Result<net::Incoming>&& reply) {
                   bool alive = reply && reply->envelope().sender == contact.id;
                   {
@@ -311,7 +354,7 @@ void Node::check_reachable(const std::string& endpoint, const crypto::PeerId& ex
     return replier.fail(error(Code::kRefused, "too many reachability checks in progress; try again"));
   }
   auto timeout = options_.rpc_timeout;
-  client_->call(endpoint, net::Outgoing::of(wire::Ping{now()}), Deadline::after(timeout),
+  caller().call(endpoint, net::Outgoing::of(wire::Ping{now()}), Deadline::after(timeout),
                 [this, endpoint, expected, timeout, replier](Result<net::Incoming>&& reply) {
                   --reachability_checks_;
                   wire::DhtReachability answer;
@@ -332,10 +375,12 @@ void Node::check_reachable(const std::string& endpoint, const crypto::PeerId& ex
 // Asking other nodes
 
 void Node::send_rpc(const Contact& to, net::Outgoing request, Deadline deadline, std::function<void(Answer&&)> deliver) {
-  send_rpc(*client_, to, std::move(request), deadline, std::move(deliver));
+  send_rpc(caller(), to, std::move(request), deadline, std::move(deliver));
 }
 
-void Node::send_rpc(net::Client& client, const Contact& to, net::Outgoing request, Deadline deadline,
+net::Caller& Node::caller() { return datagrams_ ? static_cast<net::Caller&>(*datagrams_) : *client_; }
+
+void Node::send_rpc(net::Caller& client, const Contact& to, net::Outgoing request, Deadline deadline,
                     std::function<void(Answer&&)> deliver) {
   Deadline rpc_deadline{std::min(deadline.at, Deadline::after(options_.rpc_timeout).at)};
   auto sent = std::chrono::steady_clock::now();
@@ -373,7 +418,7 @@ void Node::send_rpc(net::Client& client, const Contact& to, net::Outgoing reques
 // six threads, and these were two of them). The caller sleeps until the lookup is done, waking only to
 // hand a stalled query's slot to the next candidate, or at its deadline.
 struct Node::LookupRun {
-  LookupRun(Lookup l, net::Client& c, const RequestMaker& m, const AnswerReader& r, Deadline d)
+  LookupRun(Lookup l, net::Caller& c, const RequestMaker& m, const AnswerReader& r, Deadline d)
       : lookup(std::move(l)), client(c), make_request(m), read(r), deadline(d) {}
 
   std::mutex mutex;  // guards everything below, and the caller's state that make_request and read touch
@@ -381,7 +426,7 @@ struct Node::LookupRun {
   Lookup lookup;
   // Alive until the loop thread has stopped (the node destroys the client in place), so completions may send
   // through it while the node stops; whatever they send then is cancelled.
-  net::Client& client;
+  net::Caller& client;
   // The caller's, valid until it returns from run_lookup: never called once `closed`.
   const RequestMaker& make_request;
   const AnswerReader& read;
@@ -447,7 +492,7 @@ void Node::find_way_back(Deadline deadline) {
   auto outcomes = std::make_shared<BlockingQueue<bool>>();
   const Deadline round{std::min(deadline.at, Deadline::after(options_.rpc_timeout).at)};
   for (const auto& peer : due) {
-    client_->call(peer.endpoint, net::Outgoing::of(wire::Ping{now()}), round,
+    caller().call(peer.endpoint, net::Outgoing::of(wire::Ping{now()}), round,
                   [this, outcomes, peer](Result<net::Incoming>&& reply) {
                     const bool back = reply && reply->decode<wire::Pong>().is_ok() &&
                                       (!peer.peer_id || reply->envelope().sender == *peer.peer_id);
@@ -485,7 +530,7 @@ Lookup Node::run_lookup(const PeerId& target, const RequestMaker& make_request,
                               .min_stall_after = options_.rpc_min_stall_timeout,
                               .wait_for_nearest = for_value});
   for (const auto& id : suspects) lookup.suspect(id);
-  auto run = std::make_shared<LookupRun>(std::move(lookup), *client_, make_request, read, deadline);
+  auto run = std::make_shared<LookupRun>(std::move(lookup), caller(), make_request, read, deadline);
   // The stall time may shrink once the first answers come (lookup.hpp), after the caller chose when to wake:
   // it wakes at least this often while queries are in flight, to hand on a slot that stalled meanwhile.
   const Duration recheck = options_.rpc_min_stall_timeout > Duration::zero() ? options_.rpc_min_stall_timeout
@@ -750,7 +795,7 @@ size_t Node::republish(Deadline deadline) {
 void Node::cancel_bootstrap() {
   bootstrap_cancelled_.store(true);
   std::lock_guard lock(maintenance_mutex_);  // stop() resets the client under the same flag's guard
-  if (!stopping_.load() && client_) client_->cancel_pending();
+  if (!stopping_.load() && client_) caller().cancel_pending();
 }
 
 Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline deadline) {
@@ -775,7 +820,7 @@ Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline dead
     for (size_t i = 0; i < peers.size(); ++i) {
       if (settled[i]) continue;
       ++sent;
-      client_->call(peers[i].endpoint, net::Outgoing::of(wire::Ping{now()}), round,
+      caller().call(peers[i].endpoint, net::Outgoing::of(wire::Ping{now()}), round,
                     [this, inbox, i](Result<net::Incoming>&& reply) { inbox->push(Reply{i, std::move(reply), now()}); });
     }
     if (sent == 0) break;
@@ -847,7 +892,7 @@ Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline dead
   if (!options_.client_mode && server_) {
     // Others must be able to dial the endpoint we advertise, or we would poison their routing tables.
     const Contact& checker = answered.front();
-    auto reply = client_->ask<wire::DhtReachability>(checker.endpoint, wire::DhtCheckReachable{advertised_},
+    auto reply = caller().ask<wire::DhtReachability>(checker.endpoint, wire::DhtCheckReachable{advertised_},
                                                      std::min(deadline.remaining(), options_.rpc_timeout * 2));
     if (!reply) return reply.status().with_context("reachability check by " + checker.endpoint);
     if (!reply->reachable) {
@@ -875,7 +920,7 @@ Status Node::bootstrap(const std::vector<net::PeerAddress>& peers, Deadline dead
 
 Result<wire::DhtPeerList> Node::ask_peers(const std::string& endpoint, Deadline deadline) {
   if (!client_) return error(Code::kUnavailable, "the DHT node is not started");
-  return client_->ask<wire::DhtPeerList>(endpoint, wire::DhtListPeers{wire::kMaxPeerListContacts}, deadline.remaining());
+  return caller().ask<wire::DhtPeerList>(endpoint, wire::DhtListPeers{wire::kMaxPeerListContacts}, deadline.remaining());
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -902,7 +947,8 @@ NodeStats Node::stats() const {
           entries_served_.load(),
           entry_bytes_served_.load(),
           server_ ? server_->stats() : net::ServerStats{},
-          client_ ? client_->stats() : net::ClientStats{}};
+          client_ ? client_->stats() : net::ClientStats{},
+          datagrams_ ? datagrams_->stats() : net::DatagramStats{}};
 }
 
 void Node::revocation_loop(std::shared_ptr<net::AccessControl> access) {

@@ -2,8 +2,9 @@
 // sockets.
 //
 // Threads: the RPC server's loop answers other nodes (handlers only touch the table and storage under a
-// lock, so they never block on the network); the RPC client's loop sends our requests and runs their
-// completions, which read a lookup's answers and send its next queries; store()/get() start their lookups
+// lock, so they never block on the network); the datagram transport's loop (NodeOptions::datagrams) does
+// the same for requests in datagrams, and sends our requests and runs their completions, which read a
+// lookup's answers and send its next queries (the RPC client's loop does that for what goes over ZeroMQ); store()/get() start their lookups
 // on the caller's thread and sleep until done (or a query stalls), so many may run at once from many
 // threads; an optional maintenance thread purges expired records and re-stores what we hold to the nodes
 // currently nearest to each key.
@@ -41,6 +42,7 @@
 #include "dedloc/dht/way_back.hpp"
 #include "dedloc/dht/validator.hpp"
 #include "dedloc/net/client.hpp"
+#include "dedloc/net/datagram_rpc.hpp"
 #include "dedloc/net/peer_address.hpp"
 #include "dedloc/net/server.hpp"
 #include "dedloc/wire/dht_messages.hpp"
@@ -82,6 +84,12 @@ struct NodeOptions {
   StorageLimits storage;
   ValidatorOptions validation;
   net::SocketOptions socket;
+  // Talk to other nodes in UDP datagrams (net/datagram_rpc.hpp), bound on the port of our ZeroMQ server,
+  // which carries what does not fit in one (max_datagram_bytes: large values and dictionaries) and what
+  // arrives from nodes that do not use datagrams. False: every RPC over ZeroMQ connections, which hold
+  // ~70-140 KiB each for as long as they stay open (bench/dht/README.md).
+  bool datagrams = true;
+  size_t max_datagram_bytes = net::DatagramOptions{}.max_datagram_bytes;
   Duration idle_connection_close = std::chrono::seconds(60);
   // Outgoing connections kept open at most (net::ClientOptions::max_connections, least recently used closed
   // first; 0: no bound). A lookup talks to nodes all over the id space, so without a bound a node of a big
@@ -124,8 +132,9 @@ struct NodeStats {
   // what serving reads costs this node's upload.
   std::uint64_t entries_served = 0;
   std::uint64_t entry_bytes_served = 0;
-  net::ServerStats server;            // requests others sent us (none for a client-mode node)
-  net::ClientStats client;            // our outgoing connections
+  net::ServerStats server;            // requests others sent us over ZeroMQ (none for a client-mode node)
+  net::ClientStats client;            // our outgoing ZeroMQ connections
+  net::DatagramStats datagrams;       // what we served and asked in datagrams (NodeOptions::datagrams)
 };
 
 class Node {
@@ -205,8 +214,14 @@ class Node {
   // Sends one RPC with the node's RPC deadline (capped by `deadline`); `deliver` gets the outcome, on the
   // client's loop thread.
   void send_rpc(const Contact& to, net::Outgoing request, Deadline deadline, std::function<void(Answer&&)> deliver);
-  void send_rpc(net::Client& client, const Contact& to, net::Outgoing request, Deadline deadline,
+  void send_rpc(net::Caller& caller, const Contact& to, net::Outgoing request, Deadline deadline,
                 std::function<void(Answer&&)> deliver);
+  // How we ask other nodes: in datagrams when they are on (large messages then go over client_), over
+  // client_'s connections otherwise.
+  net::Caller& caller();
+  // Binds the ZeroMQ server and, with datagrams on, UDP on its port (another free port pair when the
+  // listen port is 0 and UDP's twin is taken).
+  Status start_serving();
   // Under run->mutex: hands stalled slots on, sends the next queries, and marks the run finished when done.
   void advance(const std::shared_ptr<LookupRun>& run);
   // An RPC of the run answered or failed (on the client's loop thread).
@@ -218,6 +233,7 @@ class Node {
   std::vector<Contact> replica_set(const PeerId& key, Deadline deadline);
   Status store_locally(const std::string& key_name, const wire::RecordEntry& entry);
 
+  // Registers our handlers with the server and the datagram transport (before they start).
   void install_handlers();
   // A node wrote to us from `endpoint`: put it in the routing table (pinging the bucket's oldest if full).
   void note_sender(const crypto::PeerId& id, const std::string& endpoint);
@@ -240,6 +256,7 @@ class Node {
   RecordValidator validator_;
   std::unique_ptr<net::Server> server_;
   std::unique_ptr<net::Client> client_;
+  std::unique_ptr<net::DatagramRpc> datagrams_;
   std::string advertised_;
 
   mutable std::mutex mutex_;  // guards table_, storage_, pinging_

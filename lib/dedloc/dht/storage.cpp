@@ -47,7 +47,13 @@ Result<bool> Storage::store(const crypto::PeerId& key, const std::optional<Bytes
     stored.seq = ++seq_;
     return std::move(stored);
   };
+  // The very entry held already (a request sent again after a lost datagram, a republish): nothing new,
+  // and no refusal either.
+  auto same = [&](const StoredValue& held) {
+    return held.expiration == expiration && held.value == stored.value && held.signature == stored.signature;
+  };
   if (!subkey) {
+    if (record.value && same(*record.value)) return false;
     if (expiration <= record.expiration()) return error(Code::kRefused, "a value that expires later is stored");
     record.value = accepted();
     record.subkeys.clear();
@@ -59,6 +65,7 @@ Result<bool> Storage::store(const crypto::PeerId& key, const std::optional<Bytes
   }
   auto held = record.subkeys.find(*subkey);
   if (held != record.subkeys.end()) {
+    if (same(held->second)) return false;
     if (held->second.expiration > now && expiration <= held->second.expiration) {
       return error(Code::kRefused, "a value that expires later is stored under this subkey");
     }

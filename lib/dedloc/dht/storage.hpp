@@ -59,7 +59,8 @@ class Storage {
   explicit Storage(StorageLimits limits = {});
 
   // Stores `value` under `key` (and `subkey`, when given) if it expires after `now` and after what is held
-  // there. Returns true if stored; kRefused if older or already expired; kTooLarge over a limit; a plain store
+  // there. Returns true if stored, false if this very entry (value, signature, expiration) is held already;
+  // kRefused if older or already expired; kTooLarge over a limit; a plain store
   // over a dictionary (or the reverse) replaces it only if it expires later than the whole record.
   Result<bool> store(const crypto::PeerId& key, const std::optional<Bytes>& subkey, StoredValue value, double now,
                      std::string_view name = {});

@@ -465,14 +465,6 @@ void Client::call(const std::string& endpoint, Outgoing request, Deadline deadli
   loop_->submit({endpoint, std::move(request), deadline, std::move(done)});
 }
 
-PendingCall Client::call(const std::string& endpoint, Outgoing request, Deadline deadline) {
-  auto promise = std::make_shared<std::promise<Result<Incoming>>>();
-  PendingCall pending(promise->get_future());
-  call(endpoint, std::move(request), deadline,
-       [promise](Result<Incoming>&& outcome) { promise->set_value(std::move(outcome)); });
-  return pending;
-}
-
 void Client::cancel_pending() { loop_->request_cancel(); }
 
 ClientStats Client::stats() const { return loop_->stats(); }

@@ -8,8 +8,6 @@
 // (ClientOptions::fail_when_refused), or with kCancelled when the client is destroyed.
 #pragma once
 
-#include <functional>
-#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -19,6 +17,7 @@
 #include "dedloc/core/clock.hpp"
 #include "dedloc/core/log.hpp"
 #include "dedloc/crypto/peer_id.hpp"
+#include "dedloc/net/caller.hpp"
 #include "dedloc/net/message.hpp"
 #include "dedloc/net/socket_options.hpp"
 
@@ -44,19 +43,6 @@ struct ClientOptions {
   bool fail_when_refused = false;
 };
 
-// A call in flight (like c10d's Work): wait() blocks until its outcome, at the latest its deadline.
-class PendingCall {
- public:
-  bool ready() const { return future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
-  // The outcome. Call once.
-  Result<Incoming> wait() { return future_.get(); }
-
- private:
-  friend class Client;
-  explicit PendingCall(std::future<Result<Incoming>> f) : future_(std::move(f)) {}
-  std::future<Result<Incoming>> future_;
-};
-
 struct ClientStats {
   size_t open_connections = 0;        // now
   std::uint64_t connections_opened = 0;  // since the client started
@@ -64,33 +50,25 @@ struct ClientStats {
 
 class ClientLoop;  // client.cpp
 
-class Client {
+class Client : public Caller {
  public:
-  using Callback = std::function<void(Result<Incoming>&&)>;
+  using Callback = Caller::Callback;
 
   // Throws std::system_error when the process is out of file descriptors (its mailbox needs one).
   Client(zmq::context_t& context, ClientOptions options);
-  ~Client();  // fails calls still in flight with kCancelled; never waits for remote peers
+  ~Client() override;  // fails calls still in flight with kCancelled; never waits for remote peers
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
   // Sends `request` to `endpoint` ("tcp://host:port"). `done` runs exactly once, on the client's loop
   // thread: keep it short, and hand heavy work to another thread.
-  void call(const std::string& endpoint, Outgoing request, Deadline deadline, Callback done);
-  PendingCall call(const std::string& endpoint, Outgoing request, Deadline deadline);
-
-  // A typed round trip: sends `request`, decodes the reply as `Reply`.
-  template <class Reply, class Request>
-  Result<Reply> ask(const std::string& endpoint, const Request& request, Duration timeout) {
-    auto reply = call(endpoint, Outgoing::of(request), Deadline::after(timeout)).wait();
-    if (!reply) return reply.status();
-    return reply->template decode<Reply>();
-  }
+  void call(const std::string& endpoint, Outgoing request, Deadline deadline, Callback done) override;
+  using Caller::call;
 
   // Fails every call in flight now with kCancelled, at once, and leaves the client usable: for a caller
   // that must stop waiting (a shutdown signal) while other threads wait on the network. Calls made after
   // it proceed as usual. Thread-safe; does not wait for the loop.
-  void cancel_pending();
+  void cancel_pending() override;
 
   // Closes our connection to `endpoint` (if any) without waiting: what is queued to it is dropped — ZeroMQ
   // gives back zero-copy frames at once, from its I/O thread — and calls in flight to it fail with

@@ -15,7 +15,7 @@
 namespace dedloc::net {
 
 // Everything the loop thread owns. Repliers hold a weak_ptr to it, so a late reply after stop() is dropped.
-class ServerLoop : public std::enable_shared_from_this<ServerLoop> {
+class ServerLoop : public ReplySink, public std::enable_shared_from_this<ServerLoop> {
  public:
   struct QueuedReply {
     std::string routing_id;
@@ -24,34 +24,26 @@ class ServerLoop : public std::enable_shared_from_this<ServerLoop> {
   };
 
   ServerLoop(zmq::socket_t socket, const ServerOptions& options, std::map<wire::MessageType, Server::Handler> handlers)
-      : socket_(std::move(socket)), options_(options), handlers_(std::move(handlers)) {}
+      : socket_(std::move(socket)), options_(options), handlers_(std::move(handlers)), limiter_(options.peer_limits) {}
 
   void run();
   void request_stop() {
     stopping_.store(true);
     mailbox_.push({});  // wakes the loop
   }
-  void queue_reply(QueuedReply reply) {
+  void queue_reply(std::string routing_id, std::uint64_t request_id, Outgoing reply) override {
     if (std::this_thread::get_id() == thread_id_) {
-      send_reply(reply.routing_id, reply.request_id, std::move(reply.reply));
+      send_reply(routing_id, request_id, std::move(reply));
     } else {
-      mailbox_.push(std::move(reply));
+      mailbox_.push({std::move(routing_id), request_id, std::move(reply)});
     }
   }
   ServerStats stats() const { return {requests_.load(), rejected_.load(), rate_limited_.load()}; }
 
  private:
-  struct Bucket {
-    double requests = 0;
-    double bytes = 0;
-    TimePoint refilled;
-  };
-  // Takes one request of `bytes` from the connection's buckets; false when it is over its limits.
-  bool within_limits(const std::string& routing_id, size_t bytes);
   // A request that failed its access check costs its connection kAuthFailureCost requests: checking a
   // signature costs ~50 µs, so an outsider replaying a member's token would otherwise buy a core's worth
   // of checks per connection at the full request rate.
-  void charge_failure(const std::string& routing_id);
   static constexpr double kAuthFailureCost = 100;
 
   // Receives and handles one message; false when none was waiting.
@@ -70,45 +62,8 @@ class ServerLoop : public std::enable_shared_from_this<ServerLoop> {
   std::atomic<bool> stopping_{false};
   std::thread::id thread_id_;
   std::atomic<std::uint64_t> requests_{0}, rejected_{0}, rate_limited_{0};
-  std::unordered_map<std::string, Bucket> buckets_;  // by routing id; loop thread only
+  PeerRateLimiter limiter_;  // by routing id; loop thread only
 };
-
-bool ServerLoop::within_limits(const std::string& routing_id, size_t bytes) {
-  const auto& limits = options_.peer_limits;
-  if (limits.requests_per_second <= 0 && limits.bytes_per_second <= 0) return true;
-  const auto now = std::chrono::steady_clock::now();
-  auto it = buckets_.find(routing_id);
-  if (it == buckets_.end()) {
-    if (buckets_.size() >= limits.max_tracked) {
-      // Forget connections idle long enough to have refilled; if that frees nothing, start over (a peer
-      // opening thousands of connections gets fresh buckets, each still bounded).
-      std::erase_if(buckets_, [&](const auto& b) { return now - b.second.refilled > std::chrono::seconds(10); });
-      if (buckets_.size() >= limits.max_tracked) buckets_.clear();
-    }
-    it = buckets_.emplace(routing_id, Bucket{limits.request_burst, limits.byte_burst, now}).first;
-  }
-  Bucket& b = it->second;
-  const double elapsed = std::chrono::duration<double>(now - b.refilled).count();
-  b.refilled = now;
-  b.requests = std::min(limits.request_burst, b.requests + elapsed * limits.requests_per_second);
-  b.bytes = std::min(limits.byte_burst, b.bytes + elapsed * limits.bytes_per_second);
-  const bool requests_ok = limits.requests_per_second <= 0 || b.requests >= 1;
-  const bool bytes_ok = limits.bytes_per_second <= 0 || b.bytes >= static_cast<double>(bytes) ||
-                        b.bytes >= limits.byte_burst;  // a message larger than the burst passes a full bucket
-  if (!requests_ok || !bytes_ok) return false;
-  b.requests -= 1;
-  b.bytes -= static_cast<double>(bytes);
-  return true;
-}
-
-void ServerLoop::charge_failure(const std::string& routing_id) {
-  auto it = buckets_.find(routing_id);
-  if (it != buckets_.end() && options_.peer_limits.requests_per_second > 0) it->second.requests -= kAuthFailureCost;
-}
-
-void Replier::send(Outgoing reply) const {
-  if (auto loop = loop_.lock()) loop->queue_reply({routing_id_, request_id_, std::move(reply)});
-}
 
 void Replier::fail(const Status& status) const {
   wire::ErrorReply error_reply{status.code(), status.message()};
@@ -116,11 +71,7 @@ void Replier::fail(const Status& status) const {
 }
 
 Replier ServerLoop::make_replier(const std::string& routing_id, std::uint64_t request_id) {
-  Replier r;
-  r.loop_ = weak_from_this();
-  r.routing_id_ = routing_id;
-  r.request_id_ = request_id;
-  return r;
+  return Replier(std::weak_ptr<ReplySink>(shared_from_this()), routing_id, request_id);
 }
 
 void ServerLoop::run() {
@@ -185,7 +136,7 @@ bool ServerLoop::receive_one() {
   parts.erase(parts.begin());
   size_t bytes = 0;
   for (const auto& part : parts) bytes += part.size();
-  if (!within_limits(routing_id, bytes)) {
+  if (!limiter_.admit(routing_id, bytes)) {
     ++rate_limited_;
     auto rid = wire::peek_request_id({parts[0].data<std::uint8_t>(), parts[0].size()}, options_.socket.limits);
     reject(routing_id, rid.value_or(0), error(Code::kRefused, "over this connection's request rate; slow down"));
@@ -208,7 +159,7 @@ void ServerLoop::dispatch(std::string routing_id, std::vector<zmq::message_t> pa
   const auto& env = header->envelope();
   if (auto allowed = authenticate(options_.socket.access.get(), *header, parts, false); !allowed.is_ok()) {
     ++rejected_;
-    if (allowed.code() == Code::kUnauthorized) charge_failure(routing_id);
+    if (allowed.code() == Code::kUnauthorized) limiter_.charge(routing_id, kAuthFailureCost);
     options_.log->debug("rpc") << "refused a request from " << env.sender.short_string() << ": " << allowed.to_string();
     reject(routing_id, env.request_id, allowed);
     return;
@@ -265,11 +216,15 @@ void ServerLoop::send_reply(const std::string& routing_id, std::uint64_t request
   }
 }
 
-Server::Server(zmq::context_t& context, ServerOptions options) : context_(context), options_(std::move(options)) {
-  resolve_process_defaults(options_.socket);
-  handle<wire::Ping>([clock = options_.clock](wire::Ping&& ping, Incoming&&, Replier replier) {
+Handler ping_handler(const Clock* clock) {
+  return typed_handler<wire::Ping>([clock](wire::Ping&& ping, Incoming&&, Replier replier) {
     replier.reply(wire::Pong{ping.sent_unix_time, clock->unix_seconds(), "dedloc " DEDLOC_VERSION});
   });
+}
+
+Server::Server(zmq::context_t& context, ServerOptions options) : context_(context), options_(std::move(options)) {
+  resolve_process_defaults(options_.socket);
+  handle(wire::Ping::kType, ping_handler(options_.clock));
   handle<wire::Probe>([](wire::Probe&& probe, Incoming&& request, Replier replier) {
     wire::ProbeReply reply{probe.sequence, request.payload_bytes()};
     replier.reply(reply, probe.echo_payload ? std::move(request.frames) : std::vector<zmq::message_t>{});

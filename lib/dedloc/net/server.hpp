@@ -30,19 +30,11 @@
 #include "dedloc/core/log.hpp"
 #include "dedloc/crypto/peer_id.hpp"
 #include "dedloc/net/message.hpp"
+#include "dedloc/net/rate_limiter.hpp"
+#include "dedloc/net/replier.hpp"
 #include "dedloc/net/socket_options.hpp"
 
 namespace dedloc::net {
-
-// Per connection (a peer's socket to us). A peer may open several connections; the buckets bound each, and
-// `max_tracked` bounds how many are remembered (idle ones are forgotten first).
-struct PeerRateLimits {
-  double requests_per_second = 20000;   // sustained; 0: no request limit
-  double request_burst = 20000;         // the bucket's size
-  double bytes_per_second = 4.0 * (1u << 30);  // sustained, header and payload frames; 0: no byte limit
-  double byte_burst = 1.0 * (1u << 30);
-  size_t max_tracked = 4096;
-};
 
 struct ServerOptions {
   std::string listen = "tcp://127.0.0.1:0";  // ZeroMQ endpoint to bind; port 0 picks a free port
@@ -62,29 +54,14 @@ struct ServerStats {
   std::uint64_t rate_limited = 0;  // refused before decoding: the connection was over its PeerRateLimits
 };
 
+// Ping -> Pong with `clock`'s time and our version: what every server answers.
+Handler ping_handler(const Clock* clock);
+
 class ServerLoop;  // the loop thread's state (server.cpp)
-
-// Sends the reply to one request. Copyable; safe to use from any thread; a reply after the server stopped,
-// or a second reply to the same request, is dropped.
-class Replier {
- public:
-  void send(Outgoing reply) const;
-  template <class Message>
-  void reply(const Message& message, std::vector<zmq::message_t> frames = {}) const {
-    send(Outgoing::of(message, std::move(frames)));
-  }
-  void fail(const Status& status) const;  // an ErrorReply with the status's code and message
-
- private:
-  friend class ServerLoop;
-  std::weak_ptr<ServerLoop> loop_;
-  std::string routing_id_;
-  std::uint64_t request_id_ = 0;
-};
 
 class Server {
  public:
-  using Handler = std::function<void(Incoming&& request, Replier replier)>;
+  using Handler = net::Handler;
 
   Server(zmq::context_t& context, ServerOptions options);
   ~Server();  // stops
@@ -97,11 +74,7 @@ class Server {
   // A handler that receives the decoded message; a body that does not decode is answered with kMalformed.
   template <class Message>
   void handle(std::function<void(Message&& message, Incoming&& request, Replier replier)> handler) {
-    handle(Message::kType, [handler = std::move(handler)](Incoming&& request, Replier replier) {
-      auto message = request.decode<Message>();
-      if (!message) return replier.fail(message.status());
-      handler(std::move(message.value()), std::move(request), std::move(replier));
-    });
+    handle(Message::kType, typed_handler<Message>(std::move(handler)));
   }
 
   // Binds and starts the loop thread. kUnavailable when the address cannot be bound, or the process is out
