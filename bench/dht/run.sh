@@ -4,8 +4,9 @@
 #   bench/dht/run.sh [BUILD_DIR]      (default: build; needs python3-opendht from Debian)
 # Environment: ROUNDS (3) rounds per size; NODES ("16 64") sizes for both, "" for none; KEYS (the benchmarks'
 # default, 1000) keys per run; BIG (256) a dedloc-only size, 0 to skip, with BIG_ROUNDS (1) rounds of BIG_KEYS
-# (KEYS) keys; DEDLOC_ARGS more arguments for every bench_dht run (e.g. "--max-connections 16"); OUT a file
-# to keep the JSON lines in. Every JSON line gets "idle_cpu_pct": the machine's idle CPU share during that run
+# (KEYS) keys; DEDLOC_ARGS more arguments for every bench_dht run (e.g. "--max-connections 16"); ZMQ (1) also
+# runs dedloc with every RPC over ZeroMQ connections (--datagrams false, "dedloc-zmq": how nodes talked before
+# datagrams) in each round, 0 to skip; OUT a file to keep the JSON lines in. Every JSON line gets "idle_cpu_pct": the machine's idle CPU share during that run
 # (bench/idle_share.sh), since the benchmark shares its cores with whatever runs.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -44,13 +45,17 @@ for nodes in $sizes; do
     echo "run.sh: $nodes nodes, round $round/$rounds" >&2
     measure "$bench" --nodes "$nodes" --seed "$round" "${keys[@]}" "${dedloc_args[@]}"
     measure /usr/bin/python3 "$here/opendht_bench.py" --nodes "$nodes" --seed "$round" "${keys[@]}"
+    if [ "${ZMQ:-1}" != 0 ]; then
+      measure "$bench" --nodes "$nodes" --seed "$round" "${keys[@]}" "${dedloc_args[@]}" --datagrams false
+    fi
   done
 done
 if [ "$big" != 0 ]; then
   for round in $(seq 1 "$big_rounds"); do
     echo "run.sh: $big nodes, dedloc only, round $round/$big_rounds" >&2
-    # One process holds every node here, and every connection costs it three descriptors: LocalSwarm bounds
-    # each node's open connections to fit the descriptor limit (the output's max_connections_per_node).
+    # One process holds every node here. With datagrams a node holds no connections; with --datagrams false
+    # (DEDLOC_ARGS) every connection costs it three descriptors, and LocalSwarm bounds each node's open
+    # connections to fit the descriptor limit (the output's max_connections_per_node).
     measure "$bench" --nodes "$big" --seed "$round" "${big_keys[@]}" "${dedloc_args[@]}"
   done
 fi

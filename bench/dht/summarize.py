@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Markdown table of bench/dht results: reads the JSON lines bench_dht and opendht_bench.py printed (one run
 each, run.sh adds idle_cpu_pct), groups them by (nodes, impl) and prints the median of every figure across the
-rounds ("conns/node": a dedloc node's open outgoing connections at the end), then the ratio
-dedloc / OpenDHT of the median put and get latencies where both ran at that size (below 1: dedloc faster).
+rounds ("conns/node": a dedloc node's open outgoing connections at the end), then the ratios
+dedloc / OpenDHT (and dedloc-zmq / OpenDHT: every RPC over ZeroMQ) of the median put and get latencies and of
+the memory per node where both ran at that size (below 1: dedloc faster or smaller).
     bench/dht/summarize.py RESULTS.jsonl
 """
 import json
@@ -39,7 +40,7 @@ def main():
     if not groups:
         sys.exit("summarize.py: no results")
 
-    order = {"dedloc": 0, "opendht": 1}
+    order = {"dedloc": 0, "dedloc-zmq": 1, "opendht": 2}
     rows = sorted(groups, key=lambda g: (g[0], order.get(g[1], 2), g[1]))
     print("| nodes | impl | rounds | keys | bootstrap s | put median ms | put p99 ms | get median ms | get p99 ms "
           "| put ops/s | get ops/s | put ok | get ok | RSS KiB/node | conns/node | RPCs/put | RPCs/get | idle CPU |")
@@ -67,15 +68,19 @@ def main():
     both = sorted({n for n, _ in groups if (n, "dedloc") in groups and (n, "opendht") in groups})
     if both:
         print()
-        print("| nodes | put median dedloc/opendht | get median dedloc/opendht |")
-        print("|---|---|---|")
+        print("| nodes | impl | put median / OpenDHT | get median / OpenDHT | RSS per node / OpenDHT |")
+        print("|---|---|---|---|---|")
         for n in both:
-            ratios = []
-            for phase in ("put_ms", "get_ms"):
-                d = median(groups[(n, "dedloc")], lambda r: r[phase]["median"])
-                o = median(groups[(n, "opendht")], lambda r: r[phase]["median"])
-                ratios.append(f"{d / o:.3g}x" if d is not None and o else "–")
-            print(f"| {n} | {ratios[0]} | {ratios[1]} |")
+            for impl in ("dedloc", "dedloc-zmq"):
+                if (n, impl) not in groups:
+                    continue
+                ratios = []
+                for get in (lambda r: r["put_ms"]["median"], lambda r: r["get_ms"]["median"],
+                            lambda r: r["rss_kib_per_node"]):
+                    d = median(groups[(n, impl)], get)
+                    o = median(groups[(n, "opendht")], get)
+                    ratios.append(f"{d / o:.3g}x" if d is not None and o else "–")
+                print(f"| {n} | {impl} | {ratios[0]} | {ratios[1]} | {ratios[2]} |")
 
     settle = {n: median(runs, lambda r: r.get("settle_s")) for (n, impl), runs in groups.items() if impl == "opendht"}
     if any(v is not None for v in settle.values()):

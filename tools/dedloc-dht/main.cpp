@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::pair<CLI::App*, cli::HonouredFlags>> honoured;
   auto* serve_cmd = app.add_subcommand("serve", "run a DHT node until SIGINT/SIGTERM; prints a ready line with its address");
-  serve_cmd->add_option("--listen", o.listen, "ZeroMQ endpoint to bind (port 0: any free port)")->capture_default_str();
+  serve_cmd->add_option("--listen", o.listen, "endpoint to bind (port 0: any free port): ZeroMQ on its TCP port, DHT datagrams on the same UDP port")->capture_default_str();
   serve_cmd->add_option("--announce", o.announce,
                         "address others should dial, when it differs from the bound one (port forwarding)");
   serve_cmd->add_flag("--client-mode", o.client_mode,

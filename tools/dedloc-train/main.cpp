@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
                  "write checkpoint.safetensors and model.safetensors here (every training.checkpoint_every epochs "
                  "and at exit)");
   app.add_flag("--resume", options.resume, "start from checkpoint.safetensors in --checkpoint-dir");
-  app.add_option("--listen", options.dht_listen, "this peer's DHT endpoint (not in client mode)")->capture_default_str();
+  app.add_option("--listen", options.dht_listen, "this peer's DHT endpoint, TCP and UDP on its port (not in client mode)")->capture_default_str();
   app.add_option("--avg-listen", options.avg_listen, "the averaging and state server's endpoint")->capture_default_str();
   app.add_option("--announce-host", options.announce_host, "the host others should dial, when it differs from the bound one (with fixed ports in --listen and --avg-listen)");
   app.add_option("--bandwidth", options.bandwidth_mbit, "Mbit/s this peer can move each way (default: the recipe's)");

@@ -91,9 +91,10 @@ struct NodeOptions {
   bool datagrams = true;
   size_t max_datagram_bytes = net::DatagramOptions{}.max_datagram_bytes;
   Duration idle_connection_close = std::chrono::seconds(60);
-  // Outgoing connections kept open at most (net::ClientOptions::max_connections, least recently used closed
-  // first; 0: no bound). A lookup talks to nodes all over the id space, so without a bound a node of a big
-  // swarm holds a connection to every node it asked within `idle_connection_close`: ~70-140 KiB of ZeroMQ
+  // Outgoing ZeroMQ connections (what does not fit in a datagram, or every RPC with datagrams off) kept
+  // open at most (net::ClientOptions::max_connections, least recently used closed first; 0: no bound). A
+  // lookup talks to nodes all over the id space, so without a bound a node of a big swarm holds a
+  // connection to every node it asked within `idle_connection_close`: ~70-140 KiB of ZeroMQ
   // buffers and 2 file descriptors each in its process (and 1 descriptor in the peer's), more than the usual
   // limit of 1,024 descriptors allows. With 64, a node of a 64-node swarm keeps all its peers connected
   // (bench/dht/README.md).

@@ -30,6 +30,7 @@ namespace {
 constexpr size_t kAmplificationFactor = 3;
 constexpr int kReceiveBufferBytes = 1 << 20;
 constexpr int kReceivesPerWake = 256;
+constexpr int kMaxCookieRetries = 2;
 
 std::string address_key(const sockaddr_in& address) {
   return std::string(reinterpret_cast<const char*>(&address.sin_addr), sizeof(address.sin_addr)) +
@@ -141,6 +142,7 @@ class DatagramLoop : public ReplySink, public std::enable_shared_from_this<Datag
     TimePoint first_sent;
     TimePoint resend_at;
     Duration interval{};
+    int cookie_retries = 0;
   };
   using Timer = std::pair<TimePoint, std::uint64_t>;
 
@@ -447,7 +449,7 @@ void DatagramLoop::on_request(const sockaddr_in& from, const wire::DatagramEnvel
   }
   if (auto allowed = authenticate(options_.socket.access.get(), *header, parts, false); !allowed.is_ok()) {
     ++rejected_;
-    if (allowed.code() == Code::kUnauthorized) limiter_.charge(address_key(from), 100);
+    if (allowed.code() == Code::kUnauthorized) limiter_.charge(address_key(from), kAuthFailureCost);
     reject(route, request_id, allowed);
     return;
   }
@@ -484,6 +486,8 @@ void DatagramLoop::on_answer(const wire::DatagramEnvelope& envelope, wire::Datag
   switch (body.kind) {
     case wire::DatagramKind::kRetry:
       if (!body.cookie) return;
+      // A server whose cookies we cannot pass (our address seen differently each time, say): the stream.
+      if (++pending.cookie_retries > kMaxCookieRetries) return stream(body.request_id);
       ++cookie_retries_;
       if (cookies_.size() >= options_.max_remembered_peers) cookies_.clear();
       cookies_[address_key(pending.address)] = *body.cookie;
@@ -650,6 +654,10 @@ void DatagramRpc::stop() {
   if (!loop_) return;
   loop_->request_stop();
   if (thread_.joinable()) thread_.join();
+  // Closes the socket now, so that the port is free again and nothing more is read from it.
+  std::lock_guard lock(submit_mutex_);
+  final_stats_ = loop_->stats();
+  loop_.reset();
 }
 
 void DatagramRpc::call(const std::string& endpoint, Outgoing request, Deadline deadline, Callback done) {
@@ -661,10 +669,16 @@ void DatagramRpc::call(const std::string& endpoint, Outgoing request, Deadline d
 }
 
 void DatagramRpc::cancel_pending() {
-  if (loop_ && !stopped_.load()) loop_->request_cancel();
+  {
+    std::lock_guard lock(submit_mutex_);
+    if (loop_ && !stopped_.load()) loop_->request_cancel();
+  }
   stream_.cancel_pending();
 }
 
-DatagramStats DatagramRpc::stats() const { return loop_ ? loop_->stats() : DatagramStats{}; }
+DatagramStats DatagramRpc::stats() const {
+  std::lock_guard lock(submit_mutex_);
+  return loop_ ? loop_->stats() : final_stats_;
+}
 
 }  // namespace dedloc::net

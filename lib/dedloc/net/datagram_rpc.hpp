@@ -94,7 +94,8 @@ class DatagramRpc : public Caller {
   Status start(const std::string& host, std::uint16_t port, bool serve);
   // The UDP port bound; 0 before start().
   std::uint16_t port() const { return port_; }
-  // Stops the loop; calls in flight fail with kCancelled, and later calls go over the stream. Idempotent.
+  // Stops the loop and closes the socket; calls in flight fail with kCancelled, and later calls go over the
+  // stream. Idempotent.
   void stop();
 
   void call(const std::string& endpoint, Outgoing request, Deadline deadline, Callback done) override;
@@ -109,7 +110,8 @@ class DatagramRpc : public Caller {
   std::map<wire::MessageType, Handler> handlers_;
   std::shared_ptr<DatagramLoop> loop_;
   std::thread thread_;
-  std::mutex submit_mutex_;  // orders call() against stop()
+  mutable std::mutex submit_mutex_;  // orders call() against stop(), which releases loop_
+  DatagramStats final_stats_;         // loop_'s, once stopped
   std::atomic<bool> stopped_{false};
   std::uint16_t port_ = 0;
 };

@@ -41,11 +41,6 @@ class ServerLoop : public ReplySink, public std::enable_shared_from_this<ServerL
   ServerStats stats() const { return {requests_.load(), rejected_.load(), rate_limited_.load()}; }
 
  private:
-  // A request that failed its access check costs its connection kAuthFailureCost requests: checking a
-  // signature costs ~50 µs, so an outsider replaying a member's token would otherwise buy a core's worth
-  // of checks per connection at the full request rate.
-  static constexpr double kAuthFailureCost = 100;
-
   // Receives and handles one message; false when none was waiting.
   bool receive_one();
   void dispatch(std::string routing_id, std::vector<zmq::message_t> parts);
