@@ -169,7 +169,8 @@ TEST_CASE("Only the key the endpoint names can answer, and a keyed server ignore
 
   // Sealed for another key: the server cannot open it, and stays silent.
   const auto impostor = crypto::Identity::generate();
-  const std::string wrong_key = with_endpoint_key("tcp://127.0.0.1:" + std::to_string(bound->port), impostor.public_key());
+  const std::string wrong_key =
+      with_endpoint_key("tcp://127.0.0.1:" + std::to_string(bound->port), impostor.public_key());
   auto reply = caller.datagrams->call(wrong_key, Outgoing::of(wire::Ping{1.0}), Deadline::after(600ms)).wait();
   CHECK(reply.status().code() == Code::kTimeout);
 
@@ -182,8 +183,10 @@ TEST_CASE("Only the key the endpoint names can answer, and a keyed server ignore
 
   // A plaintext server answers plaintext.
   const std::uint16_t plain_port = parse_tcp_endpoint(plaintext.endpoint())->port;
-  auto both_plain = caller.datagrams->call("tcp://127.0.0.1:" + std::to_string(plain_port),
-                                           Outgoing::of(wire::Ping{1.0}), Deadline::after(5s)).wait();
+  auto both_plain =
+      caller.datagrams
+          ->call("tcp://127.0.0.1:" + std::to_string(plain_port), Outgoing::of(wire::Ping{1.0}), Deadline::after(5s))
+          .wait();
   CHECK(both_plain.is_ok());
 }
 
@@ -197,7 +200,8 @@ TEST_CASE("Garbage datagrams are dropped and the server keeps answering", "[net]
   for (int i = 0; i < 200; ++i) {
     Bytes junk(rng() % 2000);
     for (auto& b : junk) b = static_cast<std::uint8_t>(rng());
-    if (i % 3 == 0 && junk.size() >= 4) junk[0] = 'D', junk[1] = 'G', junk[2] = 1, junk[3] = static_cast<std::uint8_t>(i % 2);
+    if (i % 3 == 0 && junk.size() >= 4)
+      junk[0] = 'D', junk[1] = 'G', junk[2] = 1, junk[3] = static_cast<std::uint8_t>(i % 2);
     send_raw(port, junk);
   }
   auto reply = caller.datagrams->call(server.endpoint(), Outgoing::of(wire::Ping{1.0}), Deadline::after(5s)).wait();

@@ -1,6 +1,6 @@
 // The NAT test network (scripts/nat-topology): a public namespace and two homes behind NAT routers, proven
-// real with dedloc-dht processes. Dialling out of a home works (and the public node sees the router's
-// address, not the home's); dialling into a home fails from the internet and from the other home, and even
+// real with dedloc-dht processes. Dialling out of a home works (the router rewrites the home's datagrams
+// to its public address); dialling into a home fails from the internet and from the other home, and even
 // with a route into the home's LAN the router's firewall drops the connection (opened, the same dial works).
 // Needs root and network namespaces: where this machine cannot build the topology, the test prints
 // "SKIPPED: <reason>" and exits with 77, which ctest reports as skipped (SKIP_CODE 77 in tests/CMakeLists.txt).
@@ -106,12 +106,24 @@ TEST_CASE("NAT topology: homes dial out through their routers, nobody dials in",
       home1, {"--client-mode", "--listen", "tcp://" + net["HOME1_ADDR"] + ":0", "--initial-peers", pub_address});
   REQUIRE(home1_address.find("tcp://" + net["HOME1_ADDR"] + ":") == 0);
 
-  // The public node's side of home 1's connection comes from router 1's public address, never home 1's.
-  auto sockets = test::run_command(in_ns(pub, "ss -Htn state established '( sport = :" + port_of(pub_address) + " )'"));
-  INFO("pub's established connections:\n" << sockets.output);
-  REQUIRE(sockets.exit_code == 0);
-  CHECK(sockets.output.find(" " + net["R1_PUBLIC_ADDR"] + ":") != std::string::npos);
-  CHECK(sockets.output.find(net["HOME1_ADDR"]) == std::string::npos);
+  // Home 1's datagrams to the public node (DHT nodes talk in UDP) left through router 1, which rewrote their
+  // source to its public address: its connection tracking holds the flow, home 1's LAN address on the way
+  // out, and the public node answering router 1's public address on the way back.
+  auto flows = test::run_command(in_ns(net["R1_NS"], "cat /proc/net/nf_conntrack"));
+  INFO("router 1's tracked flows:\n" << flows.output);
+  REQUIRE(flows.exit_code == 0);
+  const std::string port = port_of(pub_address);
+  const std::string out = "src=" + net["HOME1_ADDR"] + " dst=" + net["PUB_ADDR"] + " sport=";
+  const std::string back = "src=" + net["PUB_ADDR"] + " dst=" + net["R1_PUBLIC_ADDR"] + " sport=" + port + " ";
+  bool masqueraded = false;
+  std::istringstream lines(flows.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" udp ") != std::string::npos && line.find(out) != std::string::npos &&
+        line.find("dport=" + port + " ") != std::string::npos && line.find(back) != std::string::npos) {
+      masqueraded = true;
+    }
+  }
+  CHECK(masqueraded);
 
   std::vector<Probe> reachable;
   reachable.push_back(dial_from(home1, "home1 -> pub", pub_address));

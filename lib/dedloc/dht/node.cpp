@@ -186,16 +186,12 @@ void Node::stop() {
 // Answering other nodes
 
 void Node::install_handlers() {
-  auto serve = [this](wire::MessageType type, const net::Handler& handler) {
-    server_->handle(type, handler);
-    if (datagrams_) datagrams_->handle(type, handler);
-  };
-  serve(wire::DhtFindNode::kType, net::typed_handler<wire::DhtFindNode>([this](wire::DhtFindNode&& m, net::Incoming&& request, net::Replier replier) {
+  serve<wire::DhtFindNode>([this](wire::DhtFindNode&& m, net::Incoming&& request, net::Replier replier) {
     note_sender(request.envelope().sender, m.sender_endpoint);
     replier.reply(wire::DhtNodes{nearest_infos(m.target)});
-  }));
+  });
 
-  serve(wire::DhtFindValue::kType, net::typed_handler<wire::DhtFindValue>([this](wire::DhtFindValue&& m, net::Incoming&& request, net::Replier replier) {
+  serve<wire::DhtFindValue>([this](wire::DhtFindValue&& m, net::Incoming&& request, net::Replier replier) {
     note_sender(request.envelope().sender, m.sender_endpoint);
     wire::DhtValue reply;
     {
@@ -218,16 +214,16 @@ void Node::install_handlers() {
     entries_served_ += reply.entries.size();
     for (const auto& e : reply.entries) entry_bytes_served_ += entry_bytes(e.subkey, e.value, e.signature);
     replier.reply(reply);
-  }));
+  });
 
-  serve(wire::DhtStore::kType, net::typed_handler<wire::DhtStore>([this](wire::DhtStore&& m, net::Incoming&& request, net::Replier replier) {
+  serve<wire::DhtStore>([this](wire::DhtStore&& m, net::Incoming&& request, net::Replier replier) {
     note_sender(request.envelope().sender, m.sender_endpoint);
     Status stored = store_locally(m.key_name, m.entry);
     if (!stored.is_ok()) return replier.fail(stored);
     replier.reply(wire::DhtStored{nearest_infos(key_id(m.key_name))});
-  }));
+  });
 
-  serve(wire::DhtListPeers::kType, net::typed_handler<wire::DhtListPeers>([this](wire::DhtListPeers&& m, net::Incoming&&, net::Replier replier) {
+  serve<wire::DhtListPeers>([this](wire::DhtListPeers&& m, net::Incoming&&, net::Replier replier) {
     wire::DhtPeerList reply;
     reply.endpoint = advertised_;
     size_t limit = std::min<std::uint64_t>(m.max_contacts, wire::kMaxPeerListContacts);
@@ -237,12 +233,12 @@ void Node::install_handlers() {
     }
     reply.stored_keys = stored_keys();
     replier.reply(reply);
-  }));
+  });
 
-  serve(wire::DhtCheckReachable::kType, net::typed_handler<wire::DhtCheckReachable>(
+  serve<wire::DhtCheckReachable>(
       [this](wire::DhtCheckReachable&& m, net::Incoming&& request, net::Replier replier) {
         check_reachable(m.endpoint, request.envelope().sender, std::move(replier));
-      }));
+      });
 }
 
 std::vector<wire::ContactInfo> Node::nearest_infos(const PeerId& target) const {

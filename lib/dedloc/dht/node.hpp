@@ -236,6 +236,12 @@ class Node {
 
   // Registers our handlers with the server and the datagram transport (before they start).
   void install_handlers();
+  template <class Message>
+  void serve(std::function<void(Message&& message, net::Incoming&& request, net::Replier replier)> handler) {
+    const net::Handler typed = net::typed_handler<Message>(std::move(handler));
+    server_->handle(Message::kType, typed);
+    if (datagrams_) datagrams_->handle(Message::kType, typed);
+  }
   // A node wrote to us from `endpoint`: put it in the routing table (pinging the bucket's oldest if full).
   void note_sender(const crypto::PeerId& id, const std::string& endpoint);
   void note_alive(const Contact& contact);

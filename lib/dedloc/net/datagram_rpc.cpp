@@ -88,7 +88,11 @@ class DatagramLoop : public ReplySink, public std::enable_shared_from_this<Datag
  public:
   DatagramLoop(int fd, bool serve, const DatagramOptions& options, Caller& stream,
                std::map<wire::MessageType, Handler> handlers)
-      : fd_(fd), serve_(serve), options_(options), stream_(stream), handlers_(std::move(handlers)),
+      : fd_(fd),
+        serve_(serve),
+        options_(options),
+        stream_(stream),
+        handlers_(std::move(handlers)),
         limiter_(options.peer_limits) {
     if (auto keys = options_.socket.transport) {
       own_key_ = keys->public_key;
@@ -117,7 +121,7 @@ class DatagramLoop : public ReplySink, public std::enable_shared_from_this<Datag
     mailbox_.push({});
   }
   DatagramStats stats() const {
-    return {requests_.load(), rejected_.load(), rate_limited_.load(), calls_.load(),
+    return {requests_.load(),    rejected_.load(), rate_limited_.load(),  calls_.load(),
             retransmits_.load(), streamed_.load(), cookie_retries_.load()};
   }
 
@@ -135,9 +139,9 @@ class DatagramLoop : public ReplySink, public std::enable_shared_from_this<Datag
     std::string endpoint;
     sockaddr_in address{};
     std::optional<crypto::PublicKey> server_key;  // replies must be sealed by it
-    Outgoing retained;                             // to make the call again over the stream
-    std::vector<Bytes> frames;                     // the request's frames, to send again (with a cookie)
-    Bytes datagram;                                // as last sent
+    Outgoing retained;                            // to make the call again over the stream
+    std::vector<Bytes> frames;                    // the request's frames, to send again (with a cookie)
+    Bytes datagram;                               // as last sent
     TimePoint deadline;
     TimePoint first_sent;
     TimePoint resend_at;
@@ -189,8 +193,8 @@ class DatagramLoop : public ReplySink, public std::enable_shared_from_this<Datag
   Duration smoothed_rtt_{0};
   Bytes receive_buffer_ = Bytes(wire::kMaxDatagramBytes + 1);
 
-  std::atomic<std::uint64_t> requests_{0}, rejected_{0}, rate_limited_{0}, calls_{0}, retransmits_{0},
-      streamed_{0}, cookie_retries_{0};
+  std::atomic<std::uint64_t> requests_{0}, rejected_{0}, rate_limited_{0}, calls_{0}, retransmits_{0}, streamed_{0},
+      cookie_retries_{0};
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -231,7 +235,8 @@ void DatagramLoop::run() {
     if (work.done) work.done(error(Code::kCancelled, "the datagram transport is shutting down"));
   };
   for (auto& work : mailbox_.drain()) cancel(work);
-  while (!pending_.empty()) complete(pending_.begin()->first, error(Code::kCancelled, "the datagram transport is shutting down"));
+  while (!pending_.empty())
+    complete(pending_.begin()->first, error(Code::kCancelled, "the datagram transport is shutting down"));
   while (!from_loop_.empty()) {
     std::vector<Work> batch;
     batch.swap(from_loop_);
@@ -437,7 +442,8 @@ void DatagramLoop::on_request(const sockaddr_in& from, const wire::DatagramEnvel
   auto header = wire::decode_header(header_bytes, options_.socket.limits);
   if (!header) {
     ++rejected_;
-    reject(route, wire::peek_request_id(header_bytes, options_.socket.limits).value_or(body.request_id), header.status());
+    reject(route, wire::peek_request_id(header_bytes, options_.socket.limits).value_or(body.request_id),
+           header.status());
     return;
   }
   // The datagram's request id is the one the requester matches replies by.
@@ -458,8 +464,9 @@ void DatagramLoop::on_request(const sockaddr_in& from, const wire::DatagramEnvel
   if (handler == handlers_.end()) {
     ++rejected_;
     reject(route, request_id,
-           error(Code::kUnknownType, "this peer does not serve message type " + std::to_string(static_cast<unsigned>(type)) +
-                                         " (" + std::string(wire::message_type_name(type)) + ") over datagrams"));
+           error(Code::kUnknownType, "this peer does not serve message type " +
+                                         std::to_string(static_cast<unsigned>(type)) + " (" +
+                                         std::string(wire::message_type_name(type)) + ") over datagrams"));
     return;
   }
   ++requests_;
@@ -493,10 +500,8 @@ void DatagramLoop::on_answer(const wire::DatagramEnvelope& envelope, wire::Datag
       cookies_[address_key(pending.address)] = *body.cookie;
       send_request(body.request_id, pending);
       return;
-    case wire::DatagramKind::kUseStream:
-      return stream(body.request_id);
-    default:
-      break;
+    case wire::DatagramKind::kUseStream: return stream(body.request_id);
+    default: break;
   }
   auto parts = to_parts(body.frames);
   if (parts.empty()) return;
@@ -554,7 +559,8 @@ void DatagramLoop::send_body(const sockaddr_in& to, const wire::DatagramBody& bo
 }
 
 bool DatagramLoop::send_to(const sockaddr_in& to, const Bytes& datagram) {
-  const ssize_t sent = ::sendto(fd_, datagram.data(), datagram.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof(to));
+  const ssize_t sent =
+      ::sendto(fd_, datagram.data(), datagram.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof(to));
   if (sent < 0) {
     // A full socket buffer or an unreachable host: as a datagram lost on the way (the retransmission and
     // the deadline deal with it).

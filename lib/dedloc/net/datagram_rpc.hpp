@@ -62,12 +62,12 @@ struct DatagramOptions {
 };
 
 struct DatagramStats {
-  std::uint64_t requests = 0;      // requests served (dispatched to a handler)
-  std::uint64_t rejected = 0;      // datagrams dropped or refused: malformed, unsealed, forged, unauthorized
-  std::uint64_t rate_limited = 0;  // dropped before opening: the source address was over its PeerRateLimits
-  std::uint64_t calls = 0;         // calls made
-  std::uint64_t retransmits = 0;   // requests sent again after no reply
-  std::uint64_t streamed = 0;      // calls that went over the stream (too large, or not an IPv4 host)
+  std::uint64_t requests = 0;        // requests served (dispatched to a handler)
+  std::uint64_t rejected = 0;        // datagrams dropped or refused: malformed, unsealed, forged, unauthorized
+  std::uint64_t rate_limited = 0;    // dropped before opening: the source address was over its PeerRateLimits
+  std::uint64_t calls = 0;           // calls made
+  std::uint64_t retransmits = 0;     // requests sent again after no reply
+  std::uint64_t streamed = 0;        // calls that went over the stream (too large, or not an IPv4 host)
   std::uint64_t cookie_retries = 0;  // requests asked again with a cookie
 };
 
@@ -111,7 +111,7 @@ class DatagramRpc : public Caller {
   std::shared_ptr<DatagramLoop> loop_;
   std::thread thread_;
   mutable std::mutex submit_mutex_;  // orders call() against stop(), which releases loop_
-  DatagramStats final_stats_;         // loop_'s, once stopped
+  DatagramStats final_stats_;        // loop_'s, once stopped
   std::atomic<bool> stopped_{false};
   std::uint16_t port_ = 0;
 };

@@ -12,8 +12,8 @@ namespace dedloc::net {
 // Per sender. A peer may open several connections (or ports); the buckets bound each, and `max_tracked`
 // bounds how many are remembered (idle ones are forgotten first).
 struct PeerRateLimits {
-  double requests_per_second = 20000;   // sustained; 0: no request limit
-  double request_burst = 20000;         // the bucket's size
+  double requests_per_second = 20000;          // sustained; 0: no request limit
+  double request_burst = 20000;                // the bucket's size
   double bytes_per_second = 4.0 * (1u << 30);  // sustained, header and payload frames; 0: no byte limit
   double byte_burst = 1.0 * (1u << 30);
   size_t max_tracked = 4096;

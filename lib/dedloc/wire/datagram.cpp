@@ -74,7 +74,8 @@ Result<DatagramBody> decode_datagram_body(ByteSpan bytes, size_t max_frames) {
   DatagramBody body;
   std::uint8_t kind = 0, cookie_bytes = 0, frames = 0;
   if (!in.u8(kind) || !in.big_endian(body.request_id) || !in.u8(cookie_bytes)) return malformed("truncated");
-  if (kind < static_cast<std::uint8_t>(DatagramKind::kRequest) || kind > static_cast<std::uint8_t>(DatagramKind::kUseStream)) {
+  if (kind < static_cast<std::uint8_t>(DatagramKind::kRequest) ||
+      kind > static_cast<std::uint8_t>(DatagramKind::kUseStream)) {
     return malformed("unknown kind " + std::to_string(kind));
   }
   body.kind = static_cast<DatagramKind>(kind);
@@ -87,7 +88,8 @@ Result<DatagramBody> decode_datagram_body(ByteSpan bytes, size_t max_frames) {
   }
   if (!in.u8(frames)) return malformed("truncated");
   if (frames > max_frames) {
-    return error(Code::kTooLarge, "datagram: " + std::to_string(frames) + " frames, more than " + std::to_string(max_frames));
+    return error(Code::kTooLarge,
+                 "datagram: " + std::to_string(frames) + " frames, more than " + std::to_string(max_frames));
   }
   body.frames.reserve(frames);
   for (std::uint8_t i = 0; i < frames; ++i) {
@@ -100,7 +102,8 @@ Result<DatagramBody> decode_datagram_body(ByteSpan bytes, size_t max_frames) {
   return body;
 }
 
-std::optional<SharedKey> datagram_shared_key(const crypto::PublicKey& their_public, const crypto::CurveKey& our_secret) {
+std::optional<SharedKey> datagram_shared_key(const crypto::PublicKey& their_public,
+                                             const crypto::CurveKey& our_secret) {
   auto their_curve = crypto::curve_public_key(their_public);
   if (!their_curve) return std::nullopt;
   SharedKey shared{};
@@ -132,8 +135,8 @@ Result<DatagramEnvelope> decode_datagram(ByteSpan bytes) {
   if (bytes.size() < kDatagramPrefixBytes) return malformed("shorter than its prefix");
   if (bytes[0] != kMagic0 || bytes[1] != kMagic1) return malformed("wrong magic");
   if (bytes[2] != kVersion) {
-    return error(Code::kVersionMismatch, "datagram version " + std::to_string(bytes[2]) + ", this peer speaks " +
-                                             std::to_string(kVersion));
+    return error(Code::kVersionMismatch,
+                 "datagram version " + std::to_string(bytes[2]) + ", this peer speaks " + std::to_string(kVersion));
   }
   if ((bytes[3] & ~kSealed) != 0) return malformed("unknown flags");
   DatagramEnvelope envelope;
