@@ -123,3 +123,26 @@ TEST_CASE("Every accepted store takes the storage's next sequence number, and a 
   CHECK(storage.get(key(2), 0)->value->seq == 3);
   CHECK(storage.cursor() == StorageCursor{start.instance, 4});
 }
+
+TEST_CASE("Storing the very entry held again succeeds and changes nothing; another one as old is refused",
+          "[unit][dht]") {
+  // A request sent again after a lost datagram (net/datagram_rpc.hpp) must not read as a refusal.
+  Storage storage;
+  const double now = 1000;
+  REQUIRE(storage.store(key(1), std::nullopt, bytes("v"), now + 10, now).value());
+  const auto seq = storage.cursor().seq;
+  auto again = storage.store(key(1), std::nullopt, bytes("v"), now + 10, now);
+  REQUIRE(again.is_ok());
+  CHECK_FALSE(again.value());
+  CHECK(storage.cursor().seq == seq);  // not a new store: readers are not sent it again
+  CHECK(storage.store(key(1), std::nullopt, bytes("w"), now + 10, now).status().code() == Code::kRefused);
+
+  REQUIRE(storage.store(key(2), bytes("sub"), bytes("s"), now + 10, now).value());
+  auto subkey_again = storage.store(key(2), bytes("sub"), bytes("s"), now + 10, now);
+  REQUIRE(subkey_again.is_ok());
+  CHECK_FALSE(subkey_again.value());
+  CHECK(storage.store(key(2), bytes("sub"), bytes("t"), now + 10, now).status().code() == Code::kRefused);
+  // The same value with another signature is another entry (an owner's re-signed value): refused as not newer.
+  StoredValue resigned{bytes("s"), now + 10, bytes("sig"), 0};
+  CHECK(storage.store(key(2), bytes("sub"), resigned, now).status().code() == Code::kRefused);
+}
