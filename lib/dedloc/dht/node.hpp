@@ -4,9 +4,9 @@
 // Threads: the RPC server's loop answers other nodes (handlers only touch the table and storage under a
 // lock, so they never block on the network); the datagram transport's loop (NodeOptions::datagrams) does
 // the same for requests in datagrams, and sends our requests and runs their completions, which read a
-// lookup's answers and send its next queries (the RPC client's loop does that for what goes over ZeroMQ); store()/get() start their lookups
-// on the caller's thread and sleep until done (or a query stalls), so many may run at once from many
-// threads; an optional maintenance thread purges expired records and re-stores what we hold to the nodes
+// lookup's answers and send its next queries (the RPC client's loop does that for what goes over
+// ZeroMQ); store()/get() start their lookups on the caller's thread and sleep until done (or a query
+// stalls), so many may run at once from many threads; an optional maintenance thread purges expired records and re-stores what we hold to the nodes
 // currently nearest to each key.
 //
 // Every wait has a deadline: each RPC its own (rpc_timeout), each operation the caller's. A lookup waits for
@@ -213,7 +213,7 @@ class Node {
   Lookup run_lookup(const PeerId& target, const RequestMaker& make_request,
                     const AnswerReader& read, Deadline deadline, bool for_value = false);
   // Sends one RPC with the node's RPC deadline (capped by `deadline`); `deliver` gets the outcome, on the
-  // client's loop thread.
+  // caller's loop thread.
   void send_rpc(const Contact& to, net::Outgoing request, Deadline deadline, std::function<void(Answer&&)> deliver);
   void send_rpc(net::Caller& caller, const Contact& to, net::Outgoing request, Deadline deadline,
                 std::function<void(Answer&&)> deliver);

@@ -60,13 +60,8 @@ class ServerLoop : public ReplySink, public std::enable_shared_from_this<ServerL
   PeerRateLimiter limiter_;  // by routing id; loop thread only
 };
 
-void Replier::fail(const Status& status) const {
-  wire::ErrorReply error_reply{status.code(), status.message()};
-  send(Outgoing::of(error_reply));
-}
-
 Replier ServerLoop::make_replier(const std::string& routing_id, std::uint64_t request_id) {
-  return Replier(std::weak_ptr<ReplySink>(shared_from_this()), routing_id, request_id);
+  return Replier(std::weak_ptr<ReplySink>(weak_from_this()), routing_id, request_id);
 }
 
 void ServerLoop::run() {

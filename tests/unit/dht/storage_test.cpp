@@ -124,7 +124,7 @@ TEST_CASE("Every accepted store takes the storage's next sequence number, and a 
   CHECK(storage.cursor() == StorageCursor{start.instance, 4});
 }
 
-TEST_CASE("Storing the very entry held again succeeds and changes nothing; another one as old is refused",
+TEST_CASE("Storing the very entry held again succeeds and changes nothing, and another one as old is refused",
           "[unit][dht]") {
   // A request sent again after a lost datagram (net/datagram_rpc.hpp) must not read as a refusal.
   Storage storage;
