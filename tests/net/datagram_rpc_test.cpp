@@ -11,7 +11,9 @@
 #include <atomic>
 #include <random>
 
+#include "dedloc/crypto/access_token.hpp"
 #include "dedloc/crypto/identity.hpp"
+#include "dedloc/net/access_control.hpp"
 #include "dedloc/net/client.hpp"
 #include "dedloc/net/datagram_rpc.hpp"
 #include "dedloc/net/peer_address.hpp"
@@ -28,10 +30,20 @@ namespace {
 
 // A peer as a DHT node is one: a ZeroMQ server and client, and datagrams on the server's port.
 struct Peer {
-  explicit Peer(zmq::context_t& context, bool keyed = true, DatagramOptions datagram_options = {})
+  // `authority`: a private run's, which issues this peer a token (net/access_control.hpp).
+  explicit Peer(zmq::context_t& context, bool keyed = true, DatagramOptions datagram_options = {},
+                const crypto::Identity* authority = nullptr)
       : identity(crypto::Identity::generate()) {
     SocketOptions socket;
     if (keyed) socket.transport = TransportKeys::of(identity);
+    if (authority) {
+      const auto expires = static_cast<std::uint64_t>(SystemClock::instance().unix_seconds() + 3600);
+      auto token = crypto::AccessToken::issue(*authority, identity.public_key(), "member", expires);
+      REQUIRE(token.is_ok());
+      auto access = AccessControl::create(identity, {.authority = authority->public_key(), .token = *token});
+      REQUIRE(access.is_ok());
+      socket.access = *access;
+    }
     server = std::make_unique<Server>(context, ServerOptions{"tcp://127.0.0.1:0", identity.peer_id(), socket});
     client = std::make_unique<Client>(context, ClientOptions{identity.peer_id(), socket});
     datagram_options.self = identity.peer_id();
@@ -156,6 +168,31 @@ TEST_CASE("A request lost on the way is sent again before its deadline", "[net][
   CHECK(std::chrono::steady_clock::now() - started < 2s);
   CHECK(caller.datagrams->stats().retransmits >= 1);
   CHECK(copies->load() == 2);
+}
+
+TEST_CASE("In a private run a request sent again is sealed anew, so the server does not take it for a replay",
+          "[net][datagram]") {
+  zmq::context_t context;
+  const auto authority = crypto::Identity::generate();
+  DatagramOptions quick;
+  quick.retransmit_after = 100ms;
+  Peer server(context, true, {}, &authority), caller(context, true, quick, &authority);
+  auto copies = std::make_shared<std::atomic<int>>(0);
+  server.start(wire::Ping::kType, [copies](Incoming&&, Replier replier) {
+    if (copies->fetch_add(1) == 0) return;  // the first copy's reply is "lost"
+    replier.reply(wire::Pong{1.0, 2.0, "test"});
+  });
+  caller.start();
+  auto reply = caller.datagrams->call(server.endpoint(), Outgoing::of(wire::Ping{1.0}), Deadline::after(5s)).wait();
+  REQUIRE(reply.is_ok());
+  CHECK(copies->load() >= 2);  // the handler ran for the copy: it passed the access check
+  CHECK(caller.datagrams->stats().retransmits >= 1);
+
+  // A member without a token is refused with the reason.
+  Peer outsider(context);
+  outsider.start();
+  auto refused = outsider.datagrams->call(server.endpoint(), Outgoing::of(wire::Ping{1.0}), Deadline::after(5s)).wait();
+  CHECK(refused.status().code() == Code::kUnauthorized);
 }
 
 TEST_CASE("Only the key the endpoint names can answer, and a keyed server ignores plaintext", "[net][datagram]") {

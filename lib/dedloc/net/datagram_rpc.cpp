@@ -139,9 +139,8 @@ class DatagramLoop : public ReplySink, public std::enable_shared_from_this<Datag
     std::string endpoint;
     sockaddr_in address{};
     std::optional<crypto::PublicKey> server_key;  // replies must be sealed by it
-    Outgoing retained;                            // to make the call again over the stream
-    std::vector<Bytes> frames;                    // the request's frames, to send again (with a cookie)
-    Bytes datagram;                               // as last sent
+    Outgoing retained;  // the request: sent again (with a cookie, or after a loss), or over the stream
+    Bytes datagram;     // as last sent
     TimePoint deadline;
     TimePoint first_sent;
     TimePoint resend_at;
@@ -293,16 +292,8 @@ void DatagramLoop::start_call(Work&& work) {
     pending.address.sin_family = AF_INET;
     pending.address.sin_port = htons(target->port);
     pending.server_key = target->key;
-    pending.retained = copy_of(work.message);
-    wire::Envelope envelope;
-    envelope.request_id = request_id;
-    envelope.sender = options_.self;
-    std::vector<zmq::message_t> parts;
-    frame_message(envelope, std::move(work.message), parts, options_.socket.access.get());
-    pending.frames = to_bytes(parts);
-  } else {
-    pending.retained = std::move(work.message);
   }
+  pending.retained = std::move(work.message);
   auto [it, inserted] = pending_.emplace(request_id, std::move(pending));
   if (!ipv4) return stream(request_id);
   send_request(request_id, it->second);
@@ -323,7 +314,14 @@ void DatagramLoop::send_request(std::uint64_t request_id, Pending& pending) {
   body.request_id = request_id;
   auto cookie = cookies_.find(address_key(pending.address));
   if (cookie != cookies_.end()) body.cookie = cookie->second;
-  body.frames = pending.frames;
+  // Framed anew for every copy: a private run's authentication frame carries a fresh nonce each time, since
+  // the server refuses a replayed one (and the copy may be the first it sees, if the earlier was lost).
+  wire::Envelope envelope;
+  envelope.request_id = request_id;
+  envelope.sender = options_.self;
+  std::vector<zmq::message_t> parts;
+  frame_message(envelope, copy_of(pending.retained), parts, options_.socket.access.get());
+  body.frames = to_bytes(parts);
   const Bytes encoded = wire::encode_datagram_body(body);
   const wire::SharedKey* shared = pending.server_key ? shared_key(*pending.server_key) : nullptr;
   pending.datagram = wire::encode_datagram(encoded, &own_key_, shared);

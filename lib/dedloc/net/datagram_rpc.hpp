@@ -15,8 +15,9 @@
 // authentication frame travels inside, checked as on the stream (net/message.hpp). Request ids are random.
 //
 // Loss: a request unanswered for `retransmit_after` (or twice the recent round trip, if longer) is sent
-// again, the interval doubling, until its deadline; servers answer every copy (a store of an entry already
-// held succeeds: dht/storage.hpp).
+// again, the interval doubling, until its deadline (framed anew: a private run's authentication frame must
+// not look replayed); servers answer every copy (a store of an entry already held succeeds:
+// dht/storage.hpp).
 //
 // Amplification: anyone can write another host's address as a datagram's source. A reply more than 3x
 // the size of its request is sent only to an address that has shown it receives our datagrams: otherwise
