@@ -134,3 +134,24 @@ TEST_CASE("A key that is not a curve point gives no shared key", "[unit][datagra
   not_a_point.fill(0xff);
   CHECK_FALSE(datagram_shared_key(not_a_point, bob.curve_keys().secret_key));
 }
+
+TEST_CASE("A plain datagram's bytes are pinned", "[unit][datagram]") {
+  // docs/wire-protocol.md, "Datagrams": a change here is a protocol change.
+  DatagramBody body;
+  body.kind = DatagramKind::kRequest;
+  body.request_id = 0x0102030405060708ULL;
+  body.cookie = Cookie{};
+  body.cookie->fill(0xcc);
+  body.frames = {Bytes{0xaa, 0xbb}, Bytes{}};
+  const Bytes datagram = encode_datagram(encode_datagram_body(body), nullptr, nullptr);
+  Bytes expected{'D', 'G', 1, 0,              // magic, version, flags (plain)
+                 1,                           // kind: request
+                 1,   2,   3, 4, 5, 6, 7, 8,  // request id
+                 16};                         // cookie length
+  expected.insert(expected.end(), 16, 0xcc);  // cookie
+  const Bytes frames{2,                       // frame count
+                     0, 0, 0, 2, 0xaa, 0xbb,  // a frame of 2 bytes
+                     0, 0, 0, 0};             // an empty one
+  expected.insert(expected.end(), frames.begin(), frames.end());
+  CHECK(datagram == expected);
+}
