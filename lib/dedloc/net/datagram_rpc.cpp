@@ -187,7 +187,7 @@ class DatagramLoop : public ReplySink, public std::enable_shared_from_this<Datag
   std::atomic<bool> stopping_{false}, cancelling_{false};
   std::unordered_map<std::uint64_t, Pending> pending_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
-  std::unordered_map<std::string, wire::SharedKey> shared_keys_;  // by peer key bytes
+  std::map<crypto::PublicKey, wire::SharedKey> shared_keys_;  // by peer key
   std::unordered_map<std::string, wire::Cookie> cookies_;         // servers' cookies, by address
   Duration smoothed_rtt_{0};
   Bytes receive_buffer_ = Bytes(wire::kMaxDatagramBytes + 1);
@@ -572,13 +572,12 @@ bool DatagramLoop::send_to(const sockaddr_in& to, const Bytes& datagram) {
 // Keys and cookies
 
 const wire::SharedKey* DatagramLoop::shared_key(const crypto::PublicKey& peer) {
-  const std::string key(reinterpret_cast<const char*>(peer.data()), peer.size());
-  auto it = shared_keys_.find(key);
+  auto it = shared_keys_.find(peer);
   if (it != shared_keys_.end()) return &it->second;
   auto shared = wire::datagram_shared_key(peer, own_curve_.secret_key);
   if (!shared) return nullptr;
   if (shared_keys_.size() >= options_.max_remembered_peers) shared_keys_.clear();
-  return &shared_keys_.emplace(key, *shared).first->second;
+  return &shared_keys_.emplace(peer, *shared).first->second;
 }
 
 std::int64_t DatagramLoop::cookie_epoch() const {

@@ -1,5 +1,7 @@
 #include "dedloc/wire/auth_frame.hpp"
 
+#include "dedloc/wire/big_endian.hpp"
+
 #include <algorithm>
 #include <string_view>
 
@@ -10,18 +12,13 @@ namespace {
 constexpr std::string_view kMagic = "DLA1";
 constexpr std::string_view kSignedTag = "dedloc-message-v1";
 
-void put_u64(Bytes& out, std::uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<std::uint8_t>(v >> shift));
-}
-
 }  // namespace
 
 Bytes encode_auth_frame(const AuthFrame& frame) {
   Bytes out(kMagic.begin(), kMagic.end());
-  out.push_back(static_cast<std::uint8_t>(frame.token.size() >> 8));
-  out.push_back(static_cast<std::uint8_t>(frame.token.size()));
+  put_big_endian(out, static_cast<std::uint16_t>(frame.token.size()));
   out.insert(out.end(), frame.token.begin(), frame.token.end());
-  put_u64(out, frame.time_ms);
+  put_big_endian(out, frame.time_ms);
   out.insert(out.end(), frame.nonce.begin(), frame.nonce.end());
   out.insert(out.end(), frame.signature.begin(), frame.signature.end());
   return out;
@@ -50,9 +47,9 @@ Result<AuthFrame> decode_auth_frame(ByteSpan bytes) {
 
 Bytes auth_signed_bytes(ByteSpan header, std::uint64_t time_ms, const std::array<std::uint8_t, kNonceBytes>& nonce) {
   Bytes out(kSignedTag.begin(), kSignedTag.end());
-  put_u64(out, header.size());
+  put_big_endian(out, static_cast<std::uint64_t>(header.size()));
   out.insert(out.end(), header.begin(), header.end());
-  put_u64(out, time_ms);
+  put_big_endian(out, time_ms);
   out.insert(out.end(), nonce.begin(), nonce.end());
   return out;
 }

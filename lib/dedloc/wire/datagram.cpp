@@ -4,18 +4,13 @@
 
 #include <sodium.h>
 
+#include "dedloc/wire/big_endian.hpp"
+
 namespace dedloc::wire {
 
 namespace {
 
 constexpr std::uint8_t kMagic0 = 'D', kMagic1 = 'G', kVersion = 1, kSealed = 1;
-
-void put_u32(Bytes& out, std::uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<std::uint8_t>(v >> shift));
-}
-void put_u64(Bytes& out, std::uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<std::uint8_t>(v >> shift));
-}
 
 // Reads from a span, failing (not crashing) past its end.
 class Reader {
@@ -58,12 +53,12 @@ Bytes encode_datagram_body(const DatagramBody& body) {
   for (const auto& f : body.frames) size += 4 + f.size();
   out.reserve(size);
   out.push_back(static_cast<std::uint8_t>(body.kind));
-  put_u64(out, body.request_id);
+  put_big_endian(out, body.request_id);
   out.push_back(body.cookie ? static_cast<std::uint8_t>(kCookieBytes) : 0);
   if (body.cookie) out.insert(out.end(), body.cookie->begin(), body.cookie->end());
   out.push_back(static_cast<std::uint8_t>(body.frames.size()));
   for (const auto& f : body.frames) {
-    put_u32(out, static_cast<std::uint32_t>(f.size()));
+    put_big_endian(out, static_cast<std::uint32_t>(f.size()));
     out.insert(out.end(), f.begin(), f.end());
   }
   return out;
