@@ -120,3 +120,51 @@ TEST_CASE("64 nodes: 500 keys from random nodes, every key from every node, then
   }
   CHECK(failed > 0);
 }
+
+TEST_CASE("Nodes that join after keys were stored are handed the keys they are now nearest to", "[net][dht]") {
+  // Four nodes hold 200 keys; 28 more join, each through a random earlier node, as a wave of volunteers
+  // would. A key's nearest nodes are now mostly newcomers, which saw none of the stores: Kademlia has the
+  // nodes that hear from a newcomer hand it what it should hold, so that a reader whose lookup ends at the
+  // newcomers (it knows only them) still finds every key, long before the holders' next republish.
+  constexpr size_t kFirstNodes = 4;
+  constexpr size_t kNodes = 32;
+  constexpr size_t kKeys = 200;
+  auto swarm = launch(kFirstNodes);
+  for (size_t key = 0; key < kKeys; ++key) {
+    REQUIRE(swarm->node(key % kFirstNodes)
+                .store("key-" + std::to_string(key), std::nullopt, bytes_of("value-" + std::to_string(key)),
+                       in_an_hour(), Deadline::after(10s))
+                .is_ok());
+  }
+  std::mt19937 rng(11);
+  for (size_t joined = kFirstNodes; joined < kNodes; ++joined) {
+    auto added = swarm->join(quiet_options(), std::uniform_int_distribution<size_t>(0, joined - 1)(rng));
+    REQUIRE(added.is_ok());
+  }
+  // The 5 nodes now nearest to each key, by id over the whole swarm.
+  auto nearest_five = [&](size_t key) {
+    std::vector<size_t> nodes = swarm->alive_nodes();
+    PeerId id = key_id("key-" + std::to_string(key));
+    std::sort(nodes.begin(), nodes.end(),
+              [&](size_t a, size_t b) { return closer_to(id, swarm->node(a).id(), swarm->node(b).id()); });
+    nodes.resize(5);
+    return nodes;
+  };
+  // Hand-overs are sent as the joins happen; give the last ones a moment to land.
+  auto handed_over = [&] {
+    size_t on_nearest = 0;
+    for (size_t key = 0; key < kKeys; ++key) on_nearest += holders(*swarm, nearest_five(key), key) >= 4;
+    return on_nearest;
+  };
+  auto until = std::chrono::steady_clock::now() + 5s;
+  while (handed_over() < kKeys && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(50ms);
+  size_t on_nearest = handed_over();
+  INFO(on_nearest << " of " << kKeys << " keys are held by at least 4 of the 5 nodes now nearest to them");
+  CHECK(on_nearest == kKeys);
+
+  std::vector<size_t> newcomers;
+  for (size_t i = kFirstNodes; i < kNodes; ++i) newcomers.push_back(i);
+  auto found = get_everywhere(*swarm, newcomers, kKeys);
+  INFO(sum(found) << " of " << newcomers.size() * kKeys << " gets from the newcomers found their key");
+  CHECK(sum(found) == newcomers.size() * kKeys);
+}

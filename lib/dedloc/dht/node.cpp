@@ -2,8 +2,6 @@
 
 #include <arpa/inet.h>
 
-#include "dedloc/dht/revocations.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -11,7 +9,9 @@
 #include <system_error>
 #include <thread>
 
+#include "dedloc/dht/hand_over.hpp"
 #include "dedloc/dht/record.hpp"
+#include "dedloc/dht/revocations.hpp"
 #include "dedloc/wire/messages.hpp"
 
 namespace dedloc::dht {
@@ -269,14 +269,19 @@ void Node::note_sender(const crypto::PeerId& id, const std::string& endpoint) {
 
 void Node::note_alive(const Contact& contact) {
   std::optional<Contact> oldest;
+  bool added = false;
   {
     std::lock_guard lock(mutex_);
     failed_.erase(contact.id);
     way_back_.answered(contact.id);
+    bool known = table_.find(contact.id).has_value();
     oldest = table_.update(contact);
-    if (!oldest || pinging_.contains(oldest->id) || !client_) return;
-    pinging_.insert(oldest->id);
+    added = !known && table_.find(contact.id).has_value();
+    if (oldest && (pinging_.contains(oldest->id) || !client_)) oldest.reset();
+    if (oldest) pinging_.insert(oldest->id);
   }
+  if (added) hand_over(contact);
+  if (!oldest) return;
   // The bucket is full: keep its oldest contact if it still answers (long-lived nodes are the most reliable,
   // and this resists floods of fresh ids); otherwise the newcomer, waiting in the replacement cache, takes over.
   caller().call(oldest->endpoint, net::Outgoing::of(wire::Ping{now()}), Deadline::after(options_.rpc_timeout),
@@ -293,6 +298,48 @@ void Node::note_alive(const Contact& contact) {
                     note_dead(contact.id);
                   }
                 });
+}
+
+void Node::hand_over(const Contact& newcomer) {
+  if (!client_ || !server_ || options_.client_mode || stopping_) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (storage_.key_count() == 0) return;
+  }
+  // Its endpoint may have come in a message it sent, which anyone can write: we ping it first, and only the
+  // node holding the endpoint's key can answer (send_rpc checks who did), so a forged endpoint draws one
+  // ping from us, not our records.
+  send_rpc(newcomer, net::Outgoing::of(wire::Ping{now()}), Deadline::after(options_.rpc_timeout),
+           [this, newcomer](Answer&& answer) {
+             if (!answer.reply || stopping_) return;
+             auto entries = entries_to_hand_over(newcomer.id);
+             for (auto& [name, entry] : entries) {
+               send_rpc(newcomer, net::Outgoing::of(wire::DhtStore{name, std::move(entry), sender_endpoint()}),
+                        Deadline::after(options_.rpc_timeout), [](Answer&&) {});
+             }
+             entries_handed_over_ += entries.size();
+             if (!entries.empty()) {
+               options_.log->debug(kLog) << "handed " << entries.size() << " entries over to newcomer "
+                                         << newcomer.id.short_string();
+             }
+           });
+}
+
+std::vector<std::pair<std::string, wire::RecordEntry>> Node::entries_to_hand_over(const PeerId& newcomer) {
+  std::vector<std::pair<std::string, wire::RecordEntry>> entries;
+  std::lock_guard lock(mutex_);
+  double t = now();
+  std::vector<PeerId> known;
+  for (const auto& key : storage_.live_keys(t)) {
+    known.clear();
+    // One more than the replicas: the newcomer, now in our table, may be among them.
+    for (const auto& contact : table_.nearest(key, options_.replicas + 1)) known.push_back(contact.id);
+    if (!hands_over(key, id(), newcomer, known, options_.replicas)) continue;
+    auto record = storage_.get(key, t);
+    if (!record || record->name.empty()) continue;  // a record stored without its name cannot be re-stored
+    for (auto& entry : to_entries(*record)) entries.emplace_back(record->name, std::move(entry));
+  }
+  return entries;
 }
 
 void Node::note_dead(const PeerId& id) {
@@ -942,6 +989,7 @@ NodeStats Node::stats() const {
           Duration(longest_rpc_wait_ns_.load()),
           entries_served_.load(),
           entry_bytes_served_.load(),
+          entries_handed_over_.load(),
           server_ ? server_->stats() : net::ServerStats{},
           client_ ? client_->stats() : net::ClientStats{},
           datagrams_ ? datagrams_->stats() : net::DatagramStats{}};

@@ -133,6 +133,8 @@ struct NodeStats {
   // what serving reads costs this node's upload.
   std::uint64_t entries_served = 0;
   std::uint64_t entry_bytes_served = 0;
+  // Record entries we copied to nodes that joined near keys we hold (dht/hand_over.hpp).
+  std::uint64_t entries_handed_over = 0;
   net::ServerStats server;            // requests others sent us over ZeroMQ (none for a client-mode node)
   net::ClientStats client;            // our outgoing ZeroMQ connections
   net::DatagramStats datagrams;       // what we served and asked in datagrams (NodeOptions::datagrams)
@@ -245,6 +247,9 @@ class Node {
   // A node wrote to us from `endpoint`: put it in the routing table (pinging the bucket's oldest if full).
   void note_sender(const crypto::PeerId& id, const std::string& endpoint);
   void note_alive(const Contact& contact);
+  // A contact new to our table: copy it the keys it is now a replica of (hand_over.hpp), once it answers.
+  void hand_over(const Contact& newcomer);
+  std::vector<std::pair<std::string, wire::RecordEntry>> entries_to_hand_over(const PeerId& newcomer);
   void note_dead(const PeerId& id);
   void note_stalled(const PeerId& id);  // a lookup stopped waiting for it
   bool recently_failed(const PeerId& id);  // under mutex_: failed twice lately, skip it
@@ -287,6 +292,7 @@ class Node {
   std::atomic<std::int64_t> longest_rpc_wait_ns_{0};
   std::atomic<std::uint64_t> entries_served_{0};
   std::atomic<std::uint64_t> entry_bytes_served_{0};
+  std::atomic<std::uint64_t> entries_handed_over_{0};
   std::atomic<int> reachability_checks_{0};
 
   std::mutex maintenance_mutex_;
