@@ -195,6 +195,31 @@ TEST_CASE("In a private run a request sent again is sealed anew, so the server d
   CHECK(refused.status().code() == Code::kUnauthorized);
 }
 
+TEST_CASE("A node that takes no datagrams is called over the stream once its port says so", "[net][datagram]") {
+  zmq::context_t context;
+  Peer stream_only(context), modern(context), caller(context);
+  REQUIRE(stream_only.server->start().is_ok());  // ZeroMQ only: nothing takes datagrams on its port
+  modern.start();
+  caller.start();
+  auto reply = caller.datagrams->call(stream_only.endpoint(), Outgoing::of(wire::Ping{1.0}), Deadline::after(5s)).wait();
+  REQUIRE(reply.is_ok());
+  CHECK(reply->envelope().sender == stream_only.identity.peer_id());
+  CHECK(stream_only.server->stats().requests == 1);
+  // The port's ICMP answer moved the call, before the datagram was due to be sent again.
+  auto stats = caller.datagrams->stats();
+  CHECK(stats.ports_unreachable == 1);
+  CHECK(stats.streamed == 1);
+  CHECK(stats.retransmits == 0);
+  // Later calls to it go straight to the stream; other peers are still called in datagrams.
+  REQUIRE(caller.datagrams->call(stream_only.endpoint(), Outgoing::of(wire::Ping{2.0}), Deadline::after(5s)).wait().is_ok());
+  REQUIRE(caller.datagrams->call(modern.endpoint(), Outgoing::of(wire::Ping{3.0}), Deadline::after(5s)).wait().is_ok());
+  stats = caller.datagrams->stats();
+  CHECK(stats.ports_unreachable == 1);
+  CHECK(stats.streamed == 2);
+  CHECK(stream_only.server->stats().requests == 2);
+  CHECK(modern.datagrams->stats().requests == 1);
+}
+
 TEST_CASE("Only the key the endpoint names can answer, and a keyed server ignores plaintext", "[net][datagram]") {
   zmq::context_t context;
   Peer server(context), caller(context), plaintext(context, false);

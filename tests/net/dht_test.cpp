@@ -419,3 +419,35 @@ TEST_CASE("With datagrams off, every RPC goes over ZeroMQ as before", "[net][dht
   CHECK(datagram_calls == 0);
   CHECK(zmq_requests > 0);
 }
+
+TEST_CASE("Nodes without datagrams in a swarm with them are called over ZeroMQ, and nothing fails",
+          "[net][dht][datagram]") {
+  // A swarm during an upgrade: half its nodes take no datagrams (a release before them, or datagrams off).
+  // The others learn it from the "port unreachable" answer to their first datagram, and call them over
+  // ZeroMQ from then on, so that no lookup waits on a node that is up.
+  auto swarm = launch(6);
+  auto without = quiet_options();
+  without.datagrams = false;
+  for (size_t i = 0; i < 6; ++i) REQUIRE(swarm->join(without, i).is_ok());
+  for (int k = 0; k < 24; ++k) {
+    REQUIRE(swarm->node(k % 12).store("mixed-" + std::to_string(k), std::nullopt, bytes_of("v" + std::to_string(k)),
+                                      in_an_hour(), Deadline::after(10s)).is_ok());
+  }
+  for (size_t reader = 0; reader < 12; ++reader) {
+    for (int k = 0; k < 24; ++k) {
+      auto record = swarm->node(reader).get("mixed-" + std::to_string(k), GetMode::kLatest, Deadline::after(10s));
+      REQUIRE(record.is_ok());
+      REQUIRE(record->has_value());
+      CHECK(text_of((*record)->entries.at(0).value) == "v" + std::to_string(k));
+    }
+  }
+  std::uint64_t unreachable = 0, failed = 0;
+  for (size_t i = 0; i < swarm->size(); ++i) {
+    const auto stats = swarm->node(i).stats();
+    unreachable += stats.datagrams.ports_unreachable;
+    failed += stats.rpcs_failed;
+    CHECK(stats.longest_rpc_wait < kRpcTimeout);
+  }
+  CHECK(unreachable > 0);
+  CHECK(failed == 0);
+}

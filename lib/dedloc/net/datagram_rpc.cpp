@@ -1,7 +1,9 @@
 #include "dedloc/net/datagram_rpc.hpp"
 
 #include <arpa/inet.h>
+#include <linux/errqueue.h>
 #include <netinet/in.h>
+#include <netinet/ip_icmp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -121,8 +123,8 @@ class DatagramLoop : public ReplySink, public std::enable_shared_from_this<Datag
     mailbox_.push({});
   }
   DatagramStats stats() const {
-    return {requests_.load(),    rejected_.load(), rate_limited_.load(),  calls_.load(),
-            retransmits_.load(), streamed_.load(), cookie_retries_.load()};
+    return {requests_.load(),    rejected_.load(), rate_limited_.load(),   calls_.load(),
+            retransmits_.load(), streamed_.load(), cookie_retries_.load(), ports_unreachable_.load()};
   }
 
  private:
@@ -157,6 +159,9 @@ class DatagramLoop : public ReplySink, public std::enable_shared_from_this<Datag
   void send_request(std::uint64_t request_id, Pending& pending);
   void fire_timers();
   bool receive_one();
+  void read_errors();
+  void on_port_unreachable(const sockaddr_in& address);
+  bool stream_only(const sockaddr_in& address);
   void on_request(const sockaddr_in& from, const wire::DatagramEnvelope& envelope, wire::DatagramBody&& body,
                   size_t datagram_bytes);
   void on_answer(const wire::DatagramEnvelope& envelope, wire::DatagramBody&& body, size_t datagram_bytes);
@@ -189,11 +194,12 @@ class DatagramLoop : public ReplySink, public std::enable_shared_from_this<Datag
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   std::map<crypto::PublicKey, wire::SharedKey> shared_keys_;  // by peer key
   std::unordered_map<std::string, wire::Cookie> cookies_;         // servers' cookies, by address
+  std::unordered_map<std::string, TimePoint> stream_only_until_;  // addresses with no datagrams, by address
   Duration smoothed_rtt_{0};
   Bytes receive_buffer_ = Bytes(wire::kMaxDatagramBytes + 1);
 
   std::atomic<std::uint64_t> requests_{0}, rejected_{0}, rate_limited_{0}, calls_{0}, retransmits_{0}, streamed_{0},
-      cookie_retries_{0};
+      cookie_retries_{0}, ports_unreachable_{0};
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -211,6 +217,7 @@ void DatagramLoop::run() {
       options_.log->error("rpc") << "datagram poll failed: " << std::strerror(errno);
       break;
     }
+    if (fds[0].revents & POLLERR) read_errors();
     if (fds[0].revents & POLLIN) {
       for (int i = 0; i < kReceivesPerWake && !stopping_.load(); ++i) {
         if (!receive_one()) break;
@@ -295,7 +302,7 @@ void DatagramLoop::start_call(Work&& work) {
   }
   pending.retained = std::move(work.message);
   auto [it, inserted] = pending_.emplace(request_id, std::move(pending));
-  if (!ipv4) return stream(request_id);
+  if (!ipv4 || stream_only(it->second.address)) return stream(request_id);
   send_request(request_id, it->second);
   if (it->second.datagram.empty()) {
     return complete(request_id, error(Code::kInvalidArgument, "the key in " + work.endpoint + " is not a valid key"));
@@ -372,6 +379,64 @@ void DatagramLoop::fire_timers() {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// Nodes without datagrams
+
+bool DatagramLoop::stream_only(const sockaddr_in& address) {
+  auto it = stream_only_until_.find(address_key(address));
+  if (it == stream_only_until_.end()) return false;
+  if (it->second > std::chrono::steady_clock::now()) return true;
+  stream_only_until_.erase(it);  // it may have started listening for datagrams since: try them again
+  return false;
+}
+
+// The socket has IP_RECVERR set, so the ICMP errors our datagrams draw wait in its error queue (poll says
+// POLLERR), each with the address the datagram was sent to.
+void DatagramLoop::read_errors() {
+  for (int i = 0; i < kReceivesPerWake; ++i) {
+    sockaddr_in to{};
+    std::uint8_t payload[64];
+    alignas(cmsghdr) std::uint8_t control[256];
+    iovec iov{payload, sizeof(payload)};
+    msghdr message{};
+    message.msg_name = &to;
+    message.msg_namelen = sizeof(to);
+    message.msg_iov = &iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    if (::recvmsg(fd_, &message, MSG_ERRQUEUE) < 0) return;  // EAGAIN: the queue is empty
+    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+      if (c->cmsg_level != SOL_IP || c->cmsg_type != IP_RECVERR) continue;
+      sock_extended_err error{};
+      std::memcpy(&error, CMSG_DATA(c), sizeof(error));
+      // Only "port unreachable" says something definite (the host is up, and nothing there takes UDP on that
+      // port). Host and network unreachable come and go with routes: the retransmissions and the deadline
+      // deal with those, as with a loss.
+      if (error.ee_origin == SO_EE_ORIGIN_ICMP && error.ee_type == ICMP_DEST_UNREACH &&
+          error.ee_code == ICMP_PORT_UNREACH && to.sin_family == AF_INET) {
+        on_port_unreachable(to);
+      }
+    }
+  }
+}
+
+// Nothing takes datagrams at `address`: its ZeroMQ server (on the same port, the endpoint it advertises)
+// may still, so its calls go there. A dead node's port answers so too; its calls then wait out their
+// deadlines on the stream, as they would have on datagrams. A forged ICMP answer can do no more than move
+// calls to the stream, which is sealed alike.
+void DatagramLoop::on_port_unreachable(const sockaddr_in& address) {
+  ++ports_unreachable_;
+  if (stream_only_until_.size() >= options_.max_remembered_peers) stream_only_until_.clear();
+  stream_only_until_[address_key(address)] = std::chrono::steady_clock::now() + options_.stream_only_memory;
+  options_.log->debug("rpc") << describe(address) << " takes no datagrams: calling it over the stream";
+  std::vector<std::uint64_t> to_stream;
+  for (const auto& [request_id, pending] : pending_) {
+    if (address_key(pending.address) == address_key(address)) to_stream.push_back(request_id);
+  }
+  for (auto request_id : to_stream) stream(request_id);
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // What arrives
 
 bool DatagramLoop::receive_one() {
@@ -379,7 +444,9 @@ bool DatagramLoop::receive_one() {
   socklen_t from_size = sizeof(from);
   const ssize_t got = ::recvfrom(fd_, receive_buffer_.data(), receive_buffer_.size(), 0,
                                  reinterpret_cast<sockaddr*>(&from), &from_size);
-  if (got < 0) return false;  // EAGAIN: nothing more now (or an ICMP error of an earlier send)
+  // EAGAIN: nothing more now. ECONNREFUSED: the pending error of an ICMP answer (read from the error
+  // queue), which this read cleared; what follows it is still to read.
+  if (got < 0) return errno == ECONNREFUSED;
   if (from.sin_family != AF_INET) return true;
   const size_t size = static_cast<size_t>(got);
   if (!limiter_.admit(address_key(from), size)) {
@@ -557,8 +624,13 @@ void DatagramLoop::send_body(const sockaddr_in& to, const wire::DatagramBody& bo
 }
 
 bool DatagramLoop::send_to(const sockaddr_in& to, const Bytes& datagram) {
-  const ssize_t sent =
-      ::sendto(fd_, datagram.data(), datagram.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof(to));
+  auto send = [&] {
+    return ::sendto(fd_, datagram.data(), datagram.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof(to));
+  };
+  ssize_t sent = send();
+  // With IP_RECVERR, an ICMP error an earlier datagram drew (to any address) also fails the socket's next
+  // send once: that error is read from the error queue, and this datagram goes out now.
+  if (sent < 0 && errno == ECONNREFUSED) sent = send();
   if (sent < 0) {
     // A full socket buffer or an unreachable host: as a datagram lost on the way (the retransmission and
     // the deadline deal with it).
@@ -629,6 +701,10 @@ Status DatagramRpc::start(const std::string& host, std::uint16_t port, bool serv
   // Bursts of answers (a lookup asks several peers at once) should wait in the kernel, not be dropped.
   int buffer = kReceiveBufferBytes;
   ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
+  // Report ICMP errors (an unconnected UDP socket hears none otherwise): a "port unreachable" answer tells
+  // a node that takes no datagrams, which we then call over the stream (DatagramLoop::read_errors).
+  int report_errors = 1;
+  ::setsockopt(fd, SOL_IP, IP_RECVERR, &report_errors, sizeof(report_errors));
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     const std::string why = std::strerror(errno);
     ::close(fd);

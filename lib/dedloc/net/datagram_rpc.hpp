@@ -60,6 +60,9 @@ struct DatagramOptions {
   Duration cookie_lifetime = std::chrono::seconds(120);
   // Peers whose shared keys (and servers whose cookies) are remembered; beyond it they are computed anew.
   size_t max_remembered_peers = 1024;
+  // An address whose port answered a datagram "port unreachable" (ICMP) listens on the stream only (a node
+  // with datagrams off, or of a release before them): calls to it go over the stream for this long.
+  Duration stream_only_memory = std::chrono::minutes(10);
 };
 
 struct DatagramStats {
@@ -68,8 +71,9 @@ struct DatagramStats {
   std::uint64_t rate_limited = 0;    // dropped before opening: the source address was over its PeerRateLimits
   std::uint64_t calls = 0;           // calls made
   std::uint64_t retransmits = 0;     // requests sent again after no reply
-  std::uint64_t streamed = 0;        // calls that went over the stream (too large, or not an IPv4 host)
+  std::uint64_t streamed = 0;        // calls that went over the stream (too large, not an IPv4 host, no datagrams there)
   std::uint64_t cookie_retries = 0;  // requests asked again with a cookie
+  std::uint64_t ports_unreachable = 0;  // "port unreachable" answers to our datagrams: their calls went over the stream
 };
 
 class DatagramLoop;  // datagram_rpc.cpp
