@@ -8,7 +8,9 @@
 // connections opened per put or get; and "max_connections_per_node", the bound on each node's open connections
 // it ran with (--max-connections, or lower where LocalSwarm had to fit the descriptor limit; 0: none);
 // "datagram_retransmits" and "datagram_calls_streamed", requests sent again and calls that went over ZeroMQ
-// (--datagrams, on by default; "impl" is "dedloc-zmq" with it off).
+// (--datagrams, on by default; "impl" is "dedloc-zmq" with it off); "entries_handed_over", the records nodes
+// copied to contacts new to their tables that became replicas of keys they hold (dht/hand_over.hpp; with
+// --hand-over false they copy none, and "impl" gets "-no-hand-over").
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -90,6 +92,11 @@ int main(int argc, char** argv) {
   app.add_option("--datagrams", datagrams,
                  "nodes talk in UDP datagrams (false: every RPC over ZeroMQ connections, as before datagrams)")
       ->capture_default_str();
+  bool hand_over = dht::NodeOptions{}.hand_over;
+  app.add_option("--hand-over", hand_over,
+                 "nodes copy a node new to their tables the keys it became a replica of (false: they do not; "
+                 "\"impl\" is then \"dedloc-no-hand-over\")")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   Logger quiet(LogLevel::kError);
@@ -99,6 +106,7 @@ int main(int argc, char** argv) {
   options.idle_connection_close = from_seconds(idle_close_s);
   options.max_connections = max_connections;
   options.datagrams = datagrams;
+  options.hand_over = hand_over;
 
   long rss_before = rss_kib();
   auto started = std::chrono::steady_clock::now();
@@ -157,13 +165,16 @@ int main(int argc, char** argv) {
   // The bound each node ran with: ours, or the descriptor limit's when lower (0: none).
   size_t bound = (*swarm)->max_connections_per_node();
   if (bound == 0 || (max_connections != 0 && max_connections < bound)) bound = max_connections;
-  std::uint64_t retransmits = 0, streamed = 0;
+  std::uint64_t retransmits = 0, streamed = 0, handed_over = 0;
   for (size_t i = 0; i < nodes; ++i) {
-    const auto stats = (*swarm)->node(i).stats().datagrams;
-    retransmits += stats.retransmits;
-    streamed += stats.streamed;
+    const auto stats = (*swarm)->node(i).stats();
+    retransmits += stats.datagrams.retransmits;
+    streamed += stats.datagrams.streamed;
+    handed_over += stats.entries_handed_over;
   }
-  nlohmann::json out{{"impl", datagrams ? "dedloc" : "dedloc-zmq"},
+  std::string impl = datagrams ? "dedloc" : "dedloc-zmq";
+  if (!hand_over) impl += "-no-hand-over";
+  nlohmann::json out{{"impl", impl},
                      {"nodes", nodes},
                      {"keys", keys},
                      {"value_bytes", value_bytes},
@@ -181,6 +192,7 @@ int main(int argc, char** argv) {
                      {"max_connections_per_node", bound},
                      {"datagram_retransmits", retransmits},
                      {"datagram_calls_streamed", streamed},
+                     {"entries_handed_over", handed_over},
                      {"rss_kib_per_node_joined", static_cast<double>(rss_joined - rss_before) / static_cast<double>(nodes)},
                      {"rss_kib_per_node", static_cast<double>(rss_kib() - rss_before) / static_cast<double>(nodes)}};
   std::cout << out.dump() << std::endl;

@@ -1,22 +1,15 @@
 #include "dedloc/dht/hand_over.hpp"
 
-#include "dedloc/dht/routing_table.hpp"
-
 namespace dedloc::dht {
 
-bool hands_over(const crypto::PeerId& key, const crypto::PeerId& self, const crypto::PeerId& newcomer,
-                const std::vector<crypto::PeerId>& known, size_t replicas) {
+bool hands_over(const RoutingTable& table, const PeerId& key, const PeerId& newcomer, size_t replicas) {
+  const PeerId& self = table.self();
   if (newcomer == self || replicas == 0) return false;
-  // Ranks among the other contacts: how many of them are nearer to the key than we are, and than the newcomer.
-  size_t nearer_than_self = 0, nearer_than_newcomer = 0;
-  for (const auto& id : known) {
-    if (id == self || id == newcomer) continue;
-    nearer_than_self += closer_to(key, id, self);
-    nearer_than_newcomer += closer_to(key, id, newcomer);
-  }
-  bool self_was_replica = nearer_than_self < replicas;
-  bool newcomer_is_replica = nearer_than_newcomer + (closer_to(key, self, newcomer) ? 1 : 0) < replicas;
-  return self_was_replica && newcomer_is_replica;
+  // The newcomer first: for most keys it is far, and the count stops as soon as `replicas` are nearer.
+  size_t nearer_than_newcomer = table.count_nearer(key, newcomer, replicas, newcomer);
+  if (closer_to(key, self, newcomer)) ++nearer_than_newcomer;
+  if (nearer_than_newcomer >= replicas) return false;
+  return table.count_nearer(key, self, replicas, newcomer) < replicas;  // we were a replica before it came
 }
 
 }  // namespace dedloc::dht

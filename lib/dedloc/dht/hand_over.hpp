@@ -10,15 +10,13 @@
 #pragma once
 
 #include <cstddef>
-#include <vector>
 
-#include "dedloc/crypto/peer_id.hpp"
+#include "dedloc/dht/routing_table.hpp"
 
 namespace dedloc::dht {
 
-// `known`: the ids of our contacts nearest to `key` (at least `replicas` of them when we know that many;
-// `newcomer` and `self` may be among them and are ignored there).
-bool hands_over(const crypto::PeerId& key, const crypto::PeerId& self, const crypto::PeerId& newcomer,
-                const std::vector<crypto::PeerId>& known, size_t replicas);
+// True when `newcomer` (which may be in `table` already) is now among the `replicas` nodes nearest to `key`
+// that the table knows, its owner included, and the owner was among them without the newcomer.
+bool hands_over(const RoutingTable& table, const PeerId& key, const PeerId& newcomer, size_t replicas);
 
 }  // namespace dedloc::dht

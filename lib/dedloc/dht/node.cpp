@@ -264,10 +264,10 @@ void Node::note_sender(const crypto::PeerId& id, const std::string& endpoint) {
   // Client-mode nodes send no endpoint and stay out of routing tables; so does anything we cannot dial.
   if (endpoint.empty() || id.is_zero() || id == this->id() || endpoint.size() > wire::kMaxEndpointBytes) return;
   if (!net::is_contact_endpoint(endpoint, id)) return;
-  note_alive(Contact{id, endpoint, now()});
+  note_alive(Contact{id, endpoint, now()}, Heard::kWrote);
 }
 
-void Node::note_alive(const Contact& contact) {
+void Node::note_alive(const Contact& contact, Heard how) {
   std::optional<Contact> oldest;
   bool added = false;
   {
@@ -280,7 +280,7 @@ void Node::note_alive(const Contact& contact) {
     if (oldest && (pinging_.contains(oldest->id) || !client_)) oldest.reset();
     if (oldest) pinging_.insert(oldest->id);
   }
-  if (added) hand_over(contact);
+  if (added) hand_over(contact, how);
   if (!oldest) return;
   // The bucket is full: keep its oldest contact if it still answers (long-lived nodes are the most reliable,
   // and this resists floods of fresh ids); otherwise the newcomer, waiting in the replacement cache, takes over.
@@ -300,28 +300,27 @@ void Node::note_alive(const Contact& contact) {
                 });
 }
 
-void Node::hand_over(const Contact& newcomer) {
-  if (!client_ || !server_ || options_.client_mode || stopping_) return;
-  {
-    std::lock_guard lock(mutex_);
-    if (storage_.key_count() == 0) return;
-  }
-  // Its endpoint may have come in a message it sent, which anyone can write: we ping it first, and only the
-  // node holding the endpoint's key can answer (send_rpc checks who did), so a forged endpoint draws one
-  // ping from us, not our records.
+void Node::hand_over(const Contact& newcomer, Heard how) {
+  if (!options_.hand_over || !client_ || !server_ || options_.client_mode || stopping_) return;
+  auto entries = entries_to_hand_over(newcomer.id);
+  if (entries.empty()) return;
+  auto send = [this, newcomer, entries = std::move(entries)]() mutable {
+    if (stopping_) return;
+    for (auto& [name, entry] : entries) {
+      send_rpc(newcomer, net::Outgoing::of(wire::DhtStore{name, std::move(entry), sender_endpoint()}),
+               Deadline::after(options_.rpc_timeout), [](Answer&&) {});
+    }
+    entries_handed_over_ += entries.size();
+    options_.log->debug(kLog) << "handed " << entries.size() << " entries over to newcomer "
+                              << newcomer.id.short_string();
+  };
+  if (how == Heard::kAnswered) return send();
+  // It wrote to us, and anyone can write any endpoint in a request: we ping it first, and only the node
+  // holding the endpoint's key can answer (send_rpc checks who did), so a forged endpoint draws one ping from
+  // us, not our records.
   send_rpc(newcomer, net::Outgoing::of(wire::Ping{now()}), Deadline::after(options_.rpc_timeout),
-           [this, newcomer](Answer&& answer) {
-             if (!answer.reply || stopping_) return;
-             auto entries = entries_to_hand_over(newcomer.id);
-             for (auto& [name, entry] : entries) {
-               send_rpc(newcomer, net::Outgoing::of(wire::DhtStore{name, std::move(entry), sender_endpoint()}),
-                        Deadline::after(options_.rpc_timeout), [](Answer&&) {});
-             }
-             entries_handed_over_ += entries.size();
-             if (!entries.empty()) {
-               options_.log->debug(kLog) << "handed " << entries.size() << " entries over to newcomer "
-                                         << newcomer.id.short_string();
-             }
+           [send = std::move(send)](Answer&& answer) mutable {
+             if (answer.reply) send();
            });
 }
 
@@ -329,12 +328,8 @@ std::vector<std::pair<std::string, wire::RecordEntry>> Node::entries_to_hand_ove
   std::vector<std::pair<std::string, wire::RecordEntry>> entries;
   std::lock_guard lock(mutex_);
   double t = now();
-  std::vector<PeerId> known;
   for (const auto& key : storage_.live_keys(t)) {
-    known.clear();
-    // One more than the replicas: the newcomer, now in our table, may be among them.
-    for (const auto& contact : table_.nearest(key, options_.replicas + 1)) known.push_back(contact.id);
-    if (!hands_over(key, id(), newcomer, known, options_.replicas)) continue;
+    if (!hands_over(table_, key, newcomer, options_.replicas)) continue;
     auto record = storage_.get(key, t);
     if (!record || record->name.empty()) continue;  // a record stored without its name cannot be re-stored
     for (auto& entry : to_entries(*record)) entries.emplace_back(record->name, std::move(entry));

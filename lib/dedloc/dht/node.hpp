@@ -74,6 +74,10 @@ struct NodeOptions {
   // noticed are dead cost us a stall timeout once, not a deadline per lookup.
   Duration failed_node_memory = std::chrono::seconds(60);
 
+  // Copy a node new to our table the records of keys it became a replica of (dht/hand_over.hpp), so that
+  // a reader whose lookup ends at nodes that joined after a store finds it. False: only the republish
+  // below moves records (bench/dht compares the two).
+  bool hand_over = true;
   // Every interval: purge expired records, re-store held records to their current nearest nodes, and
   // refresh our neighbourhood. Zero: never (tests and tools call republish() themselves).
   Duration maintenance_interval = std::chrono::minutes(5);
@@ -246,9 +250,13 @@ class Node {
   }
   // A node wrote to us from `endpoint`: put it in the routing table (pinging the bucket's oldest if full).
   void note_sender(const crypto::PeerId& id, const std::string& endpoint);
-  void note_alive(const Contact& contact);
-  // A contact new to our table: copy it the keys it is now a replica of (hand_over.hpp), once it answers.
-  void hand_over(const Contact& newcomer);
+  // How we know a contact is alive: it answered a request of ours (which proves its endpoint: only the holder
+  // of the endpoint's key can answer there), or it wrote to us (its endpoint is what it says it is).
+  enum class Heard { kAnswered, kWrote };
+  void note_alive(const Contact& contact, Heard how = Heard::kAnswered);
+  // A contact new to our table: copy it the keys it is now a replica of (hand_over.hpp); one that only wrote
+  // to us must answer a ping first.
+  void hand_over(const Contact& newcomer, Heard how);
   std::vector<std::pair<std::string, wire::RecordEntry>> entries_to_hand_over(const PeerId& newcomer);
   void note_dead(const PeerId& id);
   void note_stalled(const PeerId& id);  // a lookup stopped waiting for it

@@ -120,6 +120,17 @@ std::vector<Contact> RoutingTable::nearest(const PeerId& target, size_t count) c
   return all;
 }
 
+size_t RoutingTable::count_nearer(const PeerId& target, const PeerId& id, size_t limit, const PeerId& ignored) const {
+  size_t nearer = 0;
+  for (const auto& b : buckets_) {
+    for (const auto& c : b.contacts) {
+      if (c.id == ignored || c.id == id || !closer_to(target, c.id, id)) continue;
+      if (++nearer >= limit) return nearer;
+    }
+  }
+  return nearer;
+}
+
 size_t RoutingTable::size() const {
   size_t n = 0;
   for (const auto& b : buckets_) n += b.contacts.size();

@@ -42,6 +42,9 @@ class RoutingTable {
   std::optional<Contact> find(const PeerId& id) const;
   // Up to `count` known contacts, nearest to `target` first (never ourselves).
   std::vector<Contact> nearest(const PeerId& target, size_t count) const;
+  // How many known contacts other than `ignored` are nearer to `target` than `id`, counted up to `limit`
+  // (cheap where nearest() is not: no copies, and it stops at the limit).
+  size_t count_nearer(const PeerId& target, const PeerId& id, size_t limit, const PeerId& ignored) const;
 
   size_t size() const;
   size_t bucket_count() const { return buckets_.size(); }

@@ -71,9 +71,11 @@ struct DatagramStats {
   std::uint64_t rate_limited = 0;    // dropped before opening: the source address was over its PeerRateLimits
   std::uint64_t calls = 0;           // calls made
   std::uint64_t retransmits = 0;     // requests sent again after no reply
-  std::uint64_t streamed = 0;        // calls that went over the stream (too large, not an IPv4 host, no datagrams there)
+  // Calls that went over the stream: too large, not to an IPv4 host, or to an address that takes no datagrams.
+  std::uint64_t streamed = 0;
   std::uint64_t cookie_retries = 0;  // requests asked again with a cookie
-  std::uint64_t ports_unreachable = 0;  // "port unreachable" answers to our datagrams: their calls went over the stream
+  // "Port unreachable" answers to our datagrams (a node without datagrams): its calls went over the stream.
+  std::uint64_t ports_unreachable = 0;
 };
 
 class DatagramLoop;  // datagram_rpc.cpp
