@@ -6,8 +6,8 @@
 // the same for requests in datagrams, and sends our requests and runs their completions, which read a
 // lookup's answers and send its next queries (the RPC client's loop does that for what goes over
 // ZeroMQ); store()/get() start their lookups on the caller's thread and sleep until done (or a query
-// stalls), so many may run at once from many threads; an optional maintenance thread purges expired records and re-stores what we hold to the nodes
-// currently nearest to each key.
+// stalls), so many may run at once from many threads; an optional maintenance thread purges expired
+// records and re-stores what we hold to the nodes currently nearest to each key.
 //
 // Every wait has a deadline: each RPC its own (rpc_timeout), each operation the caller's. A lookup waits for
 // an RPC only a stall time (4x its slowest answer so far, 100 to 500 ms by default) before asking the next

@@ -426,12 +426,13 @@ void DatagramLoop::read_errors() {
 // calls to the stream, which is sealed alike.
 void DatagramLoop::on_port_unreachable(const sockaddr_in& address) {
   ++ports_unreachable_;
+  const std::string key = address_key(address);
   if (stream_only_until_.size() >= options_.max_remembered_peers) stream_only_until_.clear();
-  stream_only_until_[address_key(address)] = std::chrono::steady_clock::now() + options_.stream_only_memory;
+  stream_only_until_[key] = std::chrono::steady_clock::now() + options_.stream_only_memory;
   options_.log->debug("rpc") << describe(address) << " takes no datagrams: calling it over the stream";
   std::vector<std::uint64_t> to_stream;
   for (const auto& [request_id, pending] : pending_) {
-    if (address_key(pending.address) == address_key(address)) to_stream.push_back(request_id);
+    if (address_key(pending.address) == key) to_stream.push_back(request_id);
   }
   for (auto request_id : to_stream) stream(request_id);
 }

@@ -61,7 +61,7 @@ class ServerLoop : public ReplySink, public std::enable_shared_from_this<ServerL
 };
 
 Replier ServerLoop::make_replier(const std::string& routing_id, std::uint64_t request_id) {
-  return Replier(std::weak_ptr<ReplySink>(weak_from_this()), routing_id, request_id);
+  return Replier(weak_from_this(), routing_id, request_id);
 }
 
 void ServerLoop::run() {

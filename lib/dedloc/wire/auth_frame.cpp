@@ -1,9 +1,9 @@
 #include "dedloc/wire/auth_frame.hpp"
 
-#include "dedloc/wire/big_endian.hpp"
-
 #include <algorithm>
 #include <string_view>
+
+#include "dedloc/wire/big_endian.hpp"
 
 namespace dedloc::wire {
 
