@@ -1102,7 +1102,13 @@ bool Trainer::sit_out_late_round(TrainerReport& report) {
   p.loaded_late_at.reset();
   auto& averager = p.swarm.averager();
   const bool ours = averager.prepared_round() == round_bucket(collab::gradient_round(epoch_), epoch_).round;
-  if (ours && averager.ahead_search() == avg::Averager::AheadSearch::kFound) return false;  // a group holds us after all
+  // A search for this round declared before the download (a round sat out declares the next one first; a
+  // resync keeps the group found ahead) is the swarm's own, not a latecomer's: in the group it found, or
+  // may yet find, we step with everyone at the round's end, at the weight of what we computed (none, as a
+  // rule). Sitting out instead would download that step after the round, late for the next batch again:
+  // in the lab's 64-volunteer runs a third of the rounds sat out came right after such a download.
+  const auto search = ours ? averager.ahead_search() : avg::Averager::AheadSearch::kNone;
+  if (search == avg::Averager::AheadSearch::kFound || search == avg::Averager::AheadSearch::kSearching) return false;
   Logger::Line(options_.log, LogLevel::kInfo, kLog)
       << "epoch " << epoch_ << ": we loaded its state after the swarm's batch was complete, so its group formed "
       << "without us: sitting the round out instead of looking for a group of latecomers";
@@ -1297,6 +1303,10 @@ Trainer::LateRound Trainer::handle_late_round(const collab::CollaborationState& 
       << "without us (the swarm is at epoch " << state.epoch << "): loading the swarm's state instead of looking "
       << "for a group";
   averager.withdraw();
+  // The round after ours is the swarm's next: declared before the download, as a round sat out does
+  // (sit_out_missed_round), so that a download landing after that round's batch is complete still finds
+  // us in its group (sit_out_late_round).
+  if (options_.match_ahead) prepare_round(epoch_ + 1);
   auto caught = catch_up(report, std::nullopt, /*missed_round=*/true);
   if (!caught.is_ok() && !stopping()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
   return LateRound::kCaughtUp;
