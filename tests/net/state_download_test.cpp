@@ -459,6 +459,47 @@ TEST_CASE("Donors at mixed epochs: the newest is downloaded and never mixed with
   CHECK(slots_freed({&d5, &d6, &d7}));  // the older donors were released at once
 }
 
+TEST_CASE("A download capped at an epoch passes over donors further on, even one whose advert lags", "[net][avg][state]") {
+  // A peer taking part in a round at weight 0 needs the state that round averages for (max_epoch), not the
+  // swarm's front a round further on.
+  zmq::context_t context;
+  auto epoch5 = make_state(5, 50), epoch6 = make_state(6, 60), epoch7 = make_state(7, 70);
+  Donor d6(context, epoch6), d7(context, epoch7), lagging(context, epoch5);
+  const DonorInfo lagging_advert = lagging.info();  // listed at epoch 5...
+  lagging.state->set_state(epoch7);                 // ...and stepped twice since
+  Joiner joiner(context);
+  auto options = options_for(2, 1000);
+  options.max_epoch = 6;
+
+  auto got = download_state(*joiner.client, {lagging_advert, d7.info(), d6.info()}, options, Deadline::after(30s));
+  REQUIRE(got.is_ok());
+  CHECK(got->state.epoch() == 6);
+  CHECK(same_bits(got->state.flat(), epoch6->flat()));
+  CHECK(d7.state->stats().parts == 0);
+  CHECK(lagging.state->stats().parts == 0);
+  // The lagging donor was probed and passed over with the reason; the one listed past the cap, never asked.
+  bool lagging_passed_over = false;
+  for (const auto& use : got->passed_over) {
+    if (use.address != lagging_advert.address.to_string()) continue;
+    lagging_passed_over = true;
+    CHECK_THAT(use.failure.message(), Contains("it holds epoch 7, past the 6 wanted"));
+  }
+  CHECK(lagging_passed_over);
+  CHECK(d7.state->stats().peak_downloads == 0);
+  CHECK(slots_freed({&d6, &d7, &lagging}));
+
+  // Uncapped, the same donors give the newest.
+  got = download_state(*joiner.client, {lagging_advert, d7.info(), d6.info()}, options_for(2, 1000), Deadline::after(30s));
+  REQUIRE(got.is_ok());
+  CHECK(got->state.epoch() == 7);
+
+  // Nobody listed at or before the cap: nobody to ask.
+  options.max_epoch = 4;
+  got = download_state(*joiner.client, {d6.info(), d7.info()}, options, Deadline::after(30s));
+  REQUIRE_FALSE(got.is_ok());
+  CHECK(got.status().code() == Code::kNotFound);
+}
+
 TEST_CASE("Donors disagreeing on the schema: an error, unless the joiner names its own", "[net][avg][state]") {
   zmq::context_t context;
   auto ours = make_state(3, 8);

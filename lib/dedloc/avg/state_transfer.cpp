@@ -521,10 +521,17 @@ class Downloader {
       return error(Code::kRefused, "a state of another schema (" + short_hash(m->schema_hash) + ", ours is " +
                                        short_hash(*options_.expected_schema) + ")");
     }
+    DEDLOC_RETURN_IF_ERROR(within_max_epoch(m->epoch));
     d.live_epoch = m->epoch;
     d.live_at = std::chrono::steady_clock::now();
     d.stage = Stage::kLive;
     return {};
+  }
+
+  Status within_max_epoch(std::uint64_t epoch) const {
+    if (!options_.max_epoch || epoch <= *options_.max_epoch) return {};
+    return error(Code::kNotFound, "it holds epoch " + std::to_string(epoch) + ", past the " +
+                                      std::to_string(*options_.max_epoch) + " wanted");
   }
 
   // The newest epoch a live (probed, not yet asked) donor answered with.
@@ -598,6 +605,7 @@ class Downloader {
       return error(Code::kRefused, "a state of another schema (" + short_hash(m->schema_hash) + ", ours is " +
                                        short_hash(*options_.expected_schema) + ")");
     }
+    DEDLOC_RETURN_IF_ERROR(within_max_epoch(m->epoch));  // it stepped since its probe
     d.description = std::move(m.value());
     d.stage = Stage::kDescribed;
     return {};
@@ -790,7 +798,9 @@ Result<DownloadedState> download_state(net::Client& client, std::vector<DonorInf
                                              std::to_string(wire::kMaxStatePartElements));
   }
   std::erase_if(donors, [&](const DonorInfo& d) {
-    return std::find(options.exclude.begin(), options.exclude.end(), d.address.endpoint) != options.exclude.end();
+    // An advert's epoch may lag its donor's, never lead it: one past max_epoch holds a later state.
+    return std::find(options.exclude.begin(), options.exclude.end(), d.address.endpoint) != options.exclude.end() ||
+           (options.max_epoch && d.epoch > *options.max_epoch);
   });
   if (donors.empty()) return error(Code::kNotFound, "no state donor to ask for '" + options.run_id + "'");
   std::mt19937_64 rng(options.seed != 0 ? options.seed : std::random_device{}());

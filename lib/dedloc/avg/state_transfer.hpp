@@ -193,6 +193,9 @@ struct DownloadOptions {
   std::optional<Bytes> expected_schema;                // our model's schema hash: skip donors of other models
   std::vector<std::string> exclude;                    // endpoints never asked (our own server's)
   std::vector<crypto::PeerId> disfavoured;             // donors asked after the rest at their epoch (step 1)
+  std::optional<std::uint64_t> max_epoch;              // donors past this epoch are passed over: a peer that
+                                                       // takes part in a round at weight 0 while it downloads
+                                                       // needs the state that round averages for
   std::uint64_t seed = 0;                              // order among equally good donors; 0: random
   Logger* log = &Logger::global();
 };

@@ -1012,7 +1012,8 @@ void Trainer::average_parameters() {
   }
 }
 
-Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swarm_hash, bool missed_round) {
+Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swarm_hash, bool missed_round,
+                         std::optional<std::uint64_t> max_epoch) {
   auto& p = *parts_;
   if (std::chrono::steady_clock::now() < p.next_catch_up) return Status();
   // Until it succeeds, the next attempt waits longer (reset below).
@@ -1037,6 +1038,7 @@ Status Trainer::catch_up(TrainerReport& report, std::optional<std::uint64_t> swa
     return collab::judge_divergence(others, at).swarm_hash;
   };
   download.disfavoured = collab::peers_apart(others, wanted_at);
+  download.max_epoch = max_epoch;
   download.log = options_.log;
   p.ema.pause();
   const auto download_began = std::chrono::steady_clock::now();
@@ -1360,7 +1362,12 @@ bool Trainer::sit_out_missed_round(TrainerReport& report) {
                         !sleep_unless_stopped(p.next_catch_up))) {
       break;
     }
-    auto caught = catch_up(report, std::nullopt, /*missed_round=*/true);
+    // The round we take part in at weight 0 steps from the state of its epoch, and only from that: a donor
+    // already a round further (the swarm's front, while the rest still average) would leave that round's
+    // result unusable and us out of the next round's search (in the lab's 64-volunteer churn runs, one such
+    // round in five). A second attempt takes the newest: by then that round is over.
+    const auto max_epoch = zero_weight && attempt == 0 ? std::optional<std::uint64_t>(before + 1) : std::nullopt;
+    auto caught = catch_up(report, std::nullopt, /*missed_round=*/true, max_epoch);
     if (!caught.is_ok() && !stopping()) Logger::Line(options_.log, LogLevel::kWarning, kLog) << caught.to_string();
   }
   if (zero_weight) finish_zero_weight_round(report);

@@ -260,8 +260,10 @@ class Trainer {
   // One download attempt, unless the backoff after a failed one has not yet passed (then ok, nothing done).
   // With `swarm_hash` (a resync, collab/divergence.hpp) a state at our own epoch is loaded too, if its
   // parameters carry that hash.
-  // `missed_round` marks the download's event (TrainerEvent::missed_round).
-  Status catch_up(TrainerReport& report, std::optional<std::uint64_t> swarm_hash = std::nullopt, bool missed_round = false);
+  // `missed_round` marks the download's event (TrainerEvent::missed_round). With `max_epoch`, donors past
+  // that epoch are passed over (avg::DownloadOptions::max_epoch).
+  Status catch_up(TrainerReport& report, std::optional<std::uint64_t> swarm_hash = std::nullopt, bool missed_round = false,
+                  std::optional<std::uint64_t> max_epoch = std::nullopt);
   // Our search found no group while the others average our round (CollaborationOptions::sit_out_missed_rounds):
   // waits, bounded, until most of them are past it and loads the state; true when it did (no step then),
   // false to step alone as before (the others did not move on in time, or the download failed).
