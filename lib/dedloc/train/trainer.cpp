@@ -1102,19 +1102,16 @@ bool Trainer::sit_out_late_round(TrainerReport& report) {
   auto& p = *parts_;
   if (p.loaded_late_at != epoch_) return false;
   p.loaded_late_at.reset();
-  auto& averager = p.swarm.averager();
-  const bool ours = averager.prepared_round() == round_bucket(collab::gradient_round(epoch_), epoch_).round;
   // A search for this round declared before the download (a round sat out declares the next one first; a
   // resync keeps the group found ahead) is the swarm's own, not a latecomer's: in the group it found, or
   // may yet find, we step with everyone at the round's end, at the weight of what we computed (none, as a
   // rule). Sitting out instead would download that step after the round, late for the next batch again:
   // in the lab's 64-volunteer runs a third of the rounds sat out came right after such a download.
-  const auto search = ours ? averager.ahead_search() : avg::Averager::AheadSearch::kNone;
-  if (search == avg::Averager::AheadSearch::kFound || search == avg::Averager::AheadSearch::kSearching) return false;
+  if (grouped_ahead(round_bucket(collab::gradient_round(epoch_), epoch_).round)) return false;
   Logger::Line(options_.log, LogLevel::kInfo, kLog)
       << "epoch " << epoch_ << ": we loaded its state after the swarm's batch was complete, so its group formed "
       << "without us: sitting the round out instead of looking for a group of latecomers";
-  averager.withdraw();
+  p.swarm.averager().withdraw();
   if (!sit_out_missed_round(report)) return false;
   p.loss.end_epoch();
   return true;
