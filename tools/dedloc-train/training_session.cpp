@@ -77,6 +77,7 @@ void print_event(const train::TrainerEvent& e) {
     line["found_ahead"] = e.found_ahead;
     line["group"] = e.group;
     line["averaged_fraction"] = e.averaged_fraction;
+    if (!e.took_result_from.empty()) line["took_result_from"] = e.took_result_from;
     line["averaging_seconds"] = e.averaging_seconds;
     line["averaging_deadline"] = e.averaging_deadline;
     line["round_seconds"] = e.round_seconds;

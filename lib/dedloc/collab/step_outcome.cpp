@@ -14,7 +14,8 @@ StepOutcome classify_step(const StepFacts& facts) {
   // A failed round's buffer is restored to our own gradients, which were finite: only an average can be
   // non-finite here, but the check is on what would be applied, whatever produced it.
   if (!facts.result_finite) return StepOutcome::kSkippedAverage;
-  return facts.averaging == StepAveraging::kGroup ? StepOutcome::kAveraged : StepOutcome::kLocal;
+  const bool averaged = facts.averaging == StepAveraging::kGroup || facts.averaging == StepAveraging::kTaken;
+  return averaged ? StepOutcome::kAveraged : StepOutcome::kLocal;
 }
 
 bool applies(StepOutcome outcome) {
@@ -36,6 +37,11 @@ std::string describe_step(const StepFacts& facts, StepOutcome outcome) {
                                                        : "with local gradients: " + facts.why_not_averaged;
     case StepOutcome::kAveraged: {
       std::ostringstream text;
+      if (facts.averaging == StepAveraging::kTaken) {
+        text << "took the result of " << facts.taken_buckets << " bucket(s) from " << facts.taken_from
+             << " (the round went on without us: our samples are not in it)";
+        return text.str();
+      }
       text << "averaged in a group of " << facts.group_size << (facts.found_ahead ? " (found ahead)" : "");
       if (facts.averaged_fraction < 1) text << " (" << 100 * facts.averaged_fraction << "% averaged)";
       if (facts.buckets > 1) text << ", then across " << facts.buckets << " buckets";

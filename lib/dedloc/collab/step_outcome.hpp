@@ -9,10 +9,12 @@
 //   no other trainer in the run        -> kAlone             (our gradients)
 //   averaging failed or found no group -> kLocal             (our gradients)
 //   averaged with a group              -> kAveraged          (the group's weighted mean)
+//   took a missed round's result       -> kAveraged          (the swarm's mean, without our samples)
 //   any of the last two, result not finite -> kSkippedAverage (nothing applied)
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace dedloc::collab {
@@ -31,6 +33,10 @@ enum class StepAveraging {
   kFailed,    // an error (why_not_averaged holds it)
   kNoGroup,   // no group formed in time (why_not_averaged holds the averager's reason)
   kGroup,     // averaged with group_size peers
+  // The round went on without us (our bucket's group formed first, or the round ended before our batch),
+  // and we took its cross-bucket stage's result from a carrier (taken_from): the step every group takes,
+  // our own samples not in it.
+  kTaken,
 };
 
 struct StepFacts {
@@ -42,7 +48,9 @@ struct StepFacts {
   bool found_ahead = false;            // kGroup: the group formed while we still computed
   std::string group_id;                // kGroup: the group's id in hex, the same on every member
   double averaged_fraction = 1;        // kGroup: the share of the vector that was averaged (the rest is zeros)
-  size_t buckets = 0;                  // kGroup: the cross-bucket stage brought every one of these buckets' averages
+  size_t buckets = 0;                  // kGroup, kTaken: the cross-bucket stage brought every one of these buckets' averages
+  std::string taken_from;              // kTaken: the carrier whose result we took (its address)
+  std::uint64_t taken_buckets = 0;     // kTaken: the buckets that result holds
   double averaging_seconds = 0;        // kGroup: how long the all-reduce took (for the step line)
   double averaging_deadline = 0;       // kGroup: the deadline it had
   double round_seconds = 0;            // the whole round after our batch: the wait for the group, then the all-reduce

@@ -70,6 +70,7 @@ nlohmann::json build_report(const RunRecord& run) {
   std::uint64_t samples = 0, samples_averaged = 0;
   size_t steps_reported = 0, steps_averaged = 0;
   size_t missed_rounds = 0;  // rounds a peer sat out and loaded the result of (TrainerEvent::missed_round)
+  size_t taken_results = 0;  // rounds missed whose carriers' result a peer stepped with (TrainerEvent::took_result_from)
   size_t nonfinite_losses = 0;
   double longest_round_over_deadline = 0;
   std::map<std::string, std::string> name_of_peer;  // peer id -> lab host name, from the ready lines
@@ -139,6 +140,7 @@ nlohmann::json build_report(const RunRecord& run) {
     if (line.at < run.warm || line.at > run.end) continue;
     ++steps_reported;
     steps_averaged += event == "averaged";
+    taken_results += event == "averaged" && j.contains("took_result_from");
     if (event != "skipped" && j.contains("params_hash") && j["params_hash"].is_string()) {
       ++hashes_at[epoch][j["params_hash"].get<std::string>()];
     }
@@ -296,6 +298,8 @@ nlohmann::json build_report(const RunRecord& run) {
       // The same over the rounds peers sat out too (loaded instead of stepping): what share of the rounds a
       // peer was in for ended in a group.
       {"missed_rounds", missed_rounds},
+      // Of the averaged steps, those that took a missed round's result from a carrier: no samples of theirs in it.
+      {"taken_results", taken_results},
       {"averaged_fraction_of_rounds", steps_reported + missed_rounds
                                           ? static_cast<double>(steps_averaged) / static_cast<double>(steps_reported + missed_rounds)
                                           : 0.0},
@@ -344,7 +348,8 @@ std::string describe_report(const nlohmann::json& r) {
     }
   }
   out << "), " << r["samples_per_s"].get<double>() << " samples/s, " << 100 * r["averaged_fraction"].get<double>()
-      << "% of step reports averaged (" << r["missed_rounds"] << " rounds sat out, "
+      << "% of step reports averaged (" << r["missed_rounds"] << " rounds sat out, " << r.value("taken_results", 0)
+      << " missed rounds' results taken, "
       << 100 * r["averaged_fraction_of_rounds"].get<double>() << "% of steps and rounds sat out averaged)\n";
   for (const auto& [name, g] : r["groups"].items()) {
     out << "  " << name << " (" << g["count"] << " " << g["role"].get<std::string>() << (g["nat"].get<bool>() ? ", NAT" : "")

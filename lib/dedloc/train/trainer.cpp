@@ -815,9 +815,12 @@ void Trainer::step(TrainerReport& report) {
       Logger::Line(options_.log, LogLevel::kInfo, kLog) << "stopped while averaging: epoch " << epoch_ + 1 << " not taken";
       return;
     }
-    if (facts.averaging == collab::StepAveraging::kNoGroup && sit_out_missed_round(report)) {
-      p.loss.end_epoch();
-      return;
+    if (facts.averaging == collab::StepAveraging::kNoGroup) {
+      if (take_missed_round_result(report, missed_round_wait())) return;
+      if (sit_out_missed_round(report)) {
+        p.loss.end_epoch();
+        return;
+      }
     }
     // While our round failed to average, the swarm went two or more epochs on (a joiner whose first round
     // found its group gone, on a loaded machine): a step of our own from there would be a step from behind,
@@ -907,6 +910,7 @@ void Trainer::conclude_step(TrainerReport& report, const collab::StepFacts& fact
       event.averaging_deadline = facts.averaging_deadline;
       event.round_seconds = facts.round_seconds;
       event.buckets = facts.buckets;
+      event.took_result_from = facts.taken_from;
     }
     event.bytes_sent = p.bytes_sent;
     if (p.outer && apply) event.inner_steps = p.inner_steps_per_outer;
@@ -1112,6 +1116,7 @@ bool Trainer::sit_out_late_round(TrainerReport& report) {
       << "epoch " << epoch_ << ": we loaded its state after the swarm's batch was complete, so its group formed "
       << "without us: sitting the round out instead of looking for a group of latecomers";
   p.swarm.averager().withdraw();
+  if (take_missed_round_result(report, missed_round_wait())) return true;
   if (!sit_out_missed_round(report)) return false;
   p.loss.end_epoch();
   return true;
@@ -1302,6 +1307,8 @@ Trainer::LateRound Trainer::handle_late_round(const collab::CollaborationState& 
       << "without us (the swarm is at epoch " << state.epoch << "): loading the swarm's state instead of looking "
       << "for a group";
   averager.withdraw();
+  // The carriers' result of our round, listed since the round ended, is a step without a download.
+  if (take_missed_round_result(report, averager.matchmaking_time())) return LateRound::kCaughtUp;
   // The round after ours is the swarm's next: declared before the download, as a round sat out does
   // (sit_out_missed_round), so that a download landing after that round's batch is complete still finds
   // us in its group (sit_out_late_round).
@@ -1369,6 +1376,48 @@ bool Trainer::sit_out_missed_round(TrainerReport& report) {
   }
   if (zero_weight) finish_zero_weight_round(report);
   return epoch_ > before;
+}
+
+bool Trainer::take_missed_round_result(TrainerReport& report, Duration wait) {
+  auto& p = *parts_;
+  if (!options_.across_buckets || !options_.collaboration.sit_out_missed_rounds ||
+      options_.collaboration.mode != CollaborationMode::kSynchronous || p.swarm.others() == 0 || stopping()) {
+    return false;
+  }
+  const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_), epoch_);
+  if (bucket.buckets < 2 || bucket.buckets > options_.averaging.target_group_size) return false;  // no carriers' round
+  // Fetched aside: a failed fetch may leave part of a result behind, and our gradients must stay whole for
+  // the sit-out that follows it.
+  std::vector<float> result(p.gradients.values().size());
+  p.ema.pause();
+  const double began = now_seconds();
+  Result<avg::FetchedResult> fetched = error(Code::kCancelled, "stopped");
+  {
+    auto breaker = interruptible();
+    fetched = p.swarm.averager().fetch_result(collab::gradient_round(epoch_) + ".x", p.gradients.schema(), result,
+                                              Deadline::after(wait));
+  }
+  if (!fetched) {
+    Logger::Line(options_.log, LogLevel::kInfo, kLog) << "epoch " << epoch_ << ": no result of the round we missed to take ("
+                                                      << fetched.status().to_string() << ")";
+    return false;
+  }
+  const std::uint64_t dropped = p.gradients.samples();
+  std::copy(result.begin(), result.end(), p.gradients.values().begin());
+  Logger::Line(options_.log, LogLevel::kInfo, kLog)
+      << "epoch " << epoch_ << ": the round went on without us: stepping with its carriers' result, without our "
+      << dropped << " samples";
+  collab::StepFacts facts;
+  facts.other_trainers = p.swarm.others();
+  facts.averaging = collab::StepAveraging::kTaken;
+  facts.taken_from = fetched->holder;
+  facts.taken_buckets = fetched->contributions;
+  if (fetched->contributions >= bucket.buckets) facts.buckets = bucket.buckets;
+  facts.round_seconds = now_seconds() - began;
+  facts.result_finite = all_finite(p.gradients.values());
+  p.loss.end_epoch();
+  conclude_step(report, facts, StepInputs{}, /*next_batch_started=*/false);
+  return true;
 }
 
 bool Trainer::start_zero_weight_round(std::uint64_t epoch) {

@@ -89,6 +89,9 @@ struct TrainerEvent {
   // kLoadedState: loaded instead of a step, because this peer's round was averaged without it (its search
   // found no group, or it came too late to look): Trainer::sit_out_missed_round, handle_late_round.
   bool missed_round = false;
+  // kAveraged: the step took a missed round's result from this carrier (its address) instead of averaging in
+  // a group: the swarm's step, with none of this peer's samples in it (Trainer::take_missed_round_result).
+  std::string took_result_from;
   // kLoadedState: the donor it came from (its address) and how long the download took, so that a run's
   // lines show how joiners spread over donors.
   std::string donor;
@@ -268,6 +271,14 @@ class Trainer {
   // waits, bounded, until most of them are past it and loads the state; true when it did (no step then),
   // false to step alone as before (the others did not move on in time, or the download failed).
   bool sit_out_missed_round(TrainerReport& report);
+  // A round missed in a swarm split into buckets (our bucket's group formed without us, or the round ended
+  // before our batch did): the cross-bucket stage's result, which a carrier lists the moment the carriers'
+  // round ends (avg/round_result.hpp), is the step every group takes. Steps with it, dropping the samples
+  // accumulated for that round, once one is listed within `wait`; true when it did. Sitting out instead
+  // waits for the round's end and downloads the whole state after it, and comes back late for the next
+  // round as often as not (docs/architecture.md, "A round missed"). false at once where there is no such
+  // result: a swarm that fits one group, and other modes than synchronous.
+  bool take_missed_round_result(TrainerReport& report, Duration wait);
   // Sitting a round out, before downloading its result: takes part in the next round (`epoch`'s, whose group
   // we are already in) at weight 0 in the background, when CollaborationOptions::zero_weight_next_round
   // says it is worth it; true when it started.

@@ -58,6 +58,18 @@ TEST_CASE("Each set of facts gives one outcome, and only skipped steps apply not
   CHECK(classify_step(no_group) == StepOutcome::kLocal);
   CHECK(describe_step(no_group, StepOutcome::kLocal) == "with local gradients: no group formed within 5 s");
 
+  StepFacts taken;
+  taken.other_trainers = 9;
+  taken.averaging = StepAveraging::kTaken;
+  taken.taken_from = "tcp://10.0.0.7:4000";
+  taken.taken_buckets = 3;
+  CHECK(classify_step(taken) == StepOutcome::kAveraged);
+  CHECK(describe_step(taken, StepOutcome::kAveraged) ==
+        "took the result of 3 bucket(s) from tcp://10.0.0.7:4000 (the round went on without us: our samples are not "
+        "in it)");
+  taken.result_finite = false;
+  CHECK(classify_step(taken) == StepOutcome::kSkippedAverage);
+
   for (auto outcome : {StepOutcome::kAveraged, StepOutcome::kAlone, StepOutcome::kLocal}) CHECK(applies(outcome));
   for (auto outcome : {StepOutcome::kSkippedLocal, StepOutcome::kSkippedAverage}) CHECK_FALSE(applies(outcome));
 }
@@ -74,6 +86,15 @@ TEST_CASE("A step averaged with the swarm: in full, in a group of more than half
   auto most = averaged_with(11);
   most.other_trainers = 20;
   CHECK(averaged_with_swarm(most));
+  // A missed round's result taken from a carrier: the swarm's step when it holds every bucket, though we
+  // were in no group.
+  StepFacts taken;
+  taken.other_trainers = 20;
+  taken.averaging = StepAveraging::kTaken;
+  taken.taken_buckets = 4;
+  CHECK_FALSE(averaged_with_swarm(taken));
+  taken.buckets = 4;
+  CHECK(averaged_with_swarm(taken));
   // Two of four is not more than half.
   auto half = averaged_with(2);
   half.other_trainers = 3;
