@@ -338,3 +338,39 @@ TEST_CASE("Matchmaking: a merge the earlier leader cannot fit leaves both groups
   CHECK(gc->index_of(c.id));
   CHECK(gc->index_of(d.id));
 }
+
+TEST_CASE("Matchmaking: where a key holds one group, a latecomer learns it formed without us and stops at once",
+          "[net][avg]") {
+  // A group bucket's key (MatchmakingOptions::one_group_per_key): A and B, all the bucket expects, form its
+  // group; C comes after and asks A, which looks no more. C ends its search then, where D, searching the
+  // same key without the rule, leads a group of its own to its deadline in case other latecomers come.
+  // (Each latecomer's matchmaking time is A's: starting later, it comes after A in leader order and asks it.)
+  auto swarm = test::quiet_swarm(4);
+  zmq::context_t context;
+  const Bytes schema(wire::kSchemaHashBytes, 0x42);
+  std::vector<std::unique_ptr<Looker>> lookers;
+  for (size_t i = 0; i < 4; ++i) lookers.push_back(std::make_unique<Looker>(context, swarm->node(i), options_for(16, 20s)));
+  auto find = [&schema](Looker& l, size_t expected) {
+    return std::async(std::launch::async, [&l, &schema, expected] { return l.matchmaker->find_group(schema, 100000, expected); });
+  };
+  auto fa = find(*lookers[0], 2);
+  auto fb = find(*lookers[1], 2);
+  REQUIRE(fa.get().is_ok());
+  REQUIRE(fb.get().is_ok());
+
+  lookers[2]->matchmaker->set_one_group_per_key(true);
+  auto started = std::chrono::steady_clock::now();
+  auto late = find(*lookers[2], 2).get();
+  const auto late_took = std::chrono::steady_clock::now() - started;
+  REQUIRE_FALSE(late.is_ok());
+  INFO(late.status().to_string());
+  CHECK(late.status().code() == Code::kRefused);
+  CHECK(late.status().message().find("formed without us") != std::string::npos);
+  CHECK(late_took < 10s);  // not its 20 s
+
+  auto other = find(*lookers[3], 2);
+  CHECK(other.wait_for(4s) == std::future_status::timeout);  // still leading, alone
+  lookers[3]->matchmaker->stop();
+  REQUIRE(other.wait_for(10s) == std::future_status::ready);
+  CHECK(other.get().status().code() == Code::kCancelled);
+}

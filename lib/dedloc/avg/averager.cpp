@@ -139,12 +139,17 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
     prepared_.reset();
     outcome.found_ahead = group->is_ok();
   }
-  // Nothing prepared, or the search ahead found nobody: the others may be stepping now, look again.
-  if (!outcome.found_ahead) group = matchmaker_->find_group(schema.hash, schema.length, expected_peers, options_.run_id + "_" + what);
+  // Nothing prepared, or the search ahead found nobody: the others may be stepping now, look again. Not
+  // when it found the key's one group formed without us: it still is.
+  const auto formed_without_us = [&] { return group && !*group && group->status().code() == Code::kRefused; };
+  if (!outcome.found_ahead && !formed_without_us()) {
+    group = matchmaker_->find_group(schema.hash, schema.length, expected_peers, options_.run_id + "_" + what);
+  }
   last_group_.reset();
   if (!*group) {
-    if (group->status().code() != Code::kTimeout) return group->status();
+    if (group->status().code() != Code::kTimeout && !formed_without_us()) return group->status();
     outcome.why_alone = group->status().message();
+    outcome.formed_without_us = formed_without_us();
     return outcome;
   }
   const auto search = matchmaker_->last_search();

@@ -52,6 +52,9 @@ struct StepOutcome {
   Duration all_reduce_time{};    // when a group formed: how long its all-reduce took (up to its deadline)
   bool all_reduce_timed_out = false;  // ... and whether the deadline ended it
   std::string why_alone;         // when no group formed
+  // ... because the one group of its key formed without us (Averager::set_one_group_per_key), not because
+  // the matchmaking time was too short for one to form.
+  bool formed_without_us = false;
   // What matchmaking saw (Matchmaker::SearchReport), when a group formed:
   Duration matchmaking_time{};               // how long finding it took (zero when found ahead)
   std::optional<Duration> quorum_to_full;    // we led, every expected peer came: the last one after the quorum
@@ -166,6 +169,10 @@ class Averager {
   // all-reduce's sender, reducer and liveness timeouts (AllReduceOptions). The caller thread's.
   void set_matchmaking_times(Duration matchmaking_time, Duration grace);
   Duration matchmaking_time() const { return options_.matchmaking_time; }
+  // Whether each key of later searches holds one group (a group bucket's: MatchmakingOptions::
+  // one_group_per_key): a search that learns it formed without us ends at once, with no group
+  // (StepOutcome::formed_without_us). The caller thread's.
+  void set_one_group_per_key(bool one) { matchmaker_->set_one_group_per_key(one); }
   void set_part_timeouts(Duration sender_timeout, Duration reducer_timeout, Duration liveness_timeout);
   // A client's address through its relay, announced with its joins so that its groups can ping it
   // (Matchmaker::set_relay_address). Thread-safe.

@@ -239,6 +239,8 @@ Dismissal GroupFormation::shut_down() {
   return dismiss(wire::JoinRefusal::kNotLooking, "the leader is shutting down");
 }
 
+Dismissal GroupFormation::give_up(std::string why) { return dismiss(wire::JoinRefusal::kNotLooking, std::move(why)); }
+
 Dismissal GroupFormation::dismiss(wire::JoinRefusal reason, std::string detail) {
   state_ = State::kIdle;
   return Dismissal{take_followers(), refusal(reason, std::move(detail))};

@@ -137,6 +137,9 @@ class GroupFormation {
   Dismissal time_out();
   // We are shutting down: refuse the followers (not looking). Idle again.
   Dismissal shut_down();
+  // We stop looking before our deadline (`why`: the group of our key formed without us): refuse the
+  // followers (not looking, `why`). Idle again.
+  Dismissal give_up(std::string why);
 
   // Searching ahead (Matchmaker::hold): the expected peers alone do not complete a group we lead until
   // release(); joiners still do, up to target_group_size. Outlives a search.

@@ -47,6 +47,11 @@ void Matchmaker::set_times(Duration matchmaking_time, Duration grace) {
   options_.grace = grace;
 }
 
+void Matchmaker::set_one_group_per_key(bool one) {
+  std::lock_guard lock(mutex_);
+  options_.one_group_per_key = one;
+}
+
 void Matchmaker::set_relay_address(std::string address) {
   std::lock_guard lock(mutex_);
   relay_ = std::move(address);
@@ -154,7 +159,7 @@ Matchmaker::JoinOutcome Matchmaker::try_join(const net::PeerAddress& leader, Dea
     if (!refused->leader.empty()) {
       if (auto parsed = net::PeerAddress::parse(refused->leader)) other = *parsed;
     }
-    return {std::nullopt, {}, refused->detail, other};
+    return {std::nullopt, {}, refused->detail, other, refused->reason};
   }
   auto begin = reply->decode<wire::AvgBegin>();
   if (!begin) return {std::nullopt, {}, "a bad BEGIN: " + begin.status().to_string(), std::nullopt};
@@ -197,10 +202,12 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
   double my_expiration = 0;
   Deadline deadline;
   TimePoint started;
+  bool one_group = false;
   {
     std::lock_guard lock(mutex_);
     search.matchmaking_time = options_.matchmaking_time;
     search.grace = options_.grace;
+    one_group = options_.one_group_per_key;
     started = clock_.now();
     if (stopping_) return error(Code::kCancelled, "this peer is shutting down");
     formation_.start(search, clock_.now(), clock_.unix_seconds());
@@ -301,6 +308,14 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
       if (outcome.other_leader) queue.emplace_front(*outcome.other_leader, 0.0);
       last_refusal = leader.to_string() + ": " + outcome.why;
       Logger::Line(log_, LogLevel::kDebug, kLog) << "not taken by " << last_refusal;
+      if (one_group && outcome.refusal == wire::JoinRefusal::kNotLooking) {
+        // It declared itself under our key and looks no more: the key's one group formed (or its leader gave
+        // up). Leading a group of latecomers until our deadline would only hold them there too; our
+        // followers hear the same answer and end their searches the same way.
+        const std::string why = "the group under '" + options_.group_key + "' formed without us";
+        dismiss_locked(formation_.give_up(why));
+        return error(Code::kRefused, why + " (" + last_refusal + ")");
+      }
     }
     std::unique_lock lock(mutex_);
     Duration wait = std::min<Duration>(deadline.remaining(clock_), kPollInterval);

@@ -57,6 +57,11 @@ struct MatchmakingOptions {
   size_t min_group_size = kDefaultMinGroupSize;
   Duration matchmaking_time = kDefaultMatchmakingTime;      // how long to look before giving up
   Duration grace{};  // Search::grace: a quorum's grace for the rest of the expected peers (zero: none)
+  // Each key holds one group (a group bucket's key: collab/group_buckets.hpp): an earlier peer declared
+  // under our key that answers it is no longer looking under it (its group formed, or it gave up) means the
+  // key's group is decided without us, and the search ends at once, with kRefused. Otherwise the search
+  // leads a group of its own until its deadline: where a key holds several groups, the next may yet form.
+  bool one_group_per_key = false;
   std::uint64_t part_elements = default_part_elements();  // the part grid a leader announces
   // Where others dial our averaging server; empty: its bound endpoint, a wildcard host replaced by the
   // address our DHT node advertises. Ignored for clients (nobody can dial them; they never lead).
@@ -81,7 +86,8 @@ class Matchmaker {
   Matchmaker& operator=(const Matchmaker&) = delete;
 
   // Finds a group: as a follower (a leader's BEGIN) or as a leader (our own BEGIN). kTimeout when no
-  // group of at least min_group_size formed in matchmaking_time; the message says what was seen.
+  // group of at least min_group_size formed in matchmaking_time; the message says what was seen. kRefused
+  // when the key's one group formed without us (MatchmakingOptions::one_group_per_key).
   Result<Group> find_group();
   // The same, for a vector layout other than the one in the options (the averager learns it per step).
   // `expected_peers` (us included; 0: unknown) is how many peers the caller knows to be in the run: a
@@ -106,6 +112,8 @@ class Matchmaker {
   // The matchmaking time and quorum grace of later searches (the trainer learns them per round:
   // collab/averaging_timeouts.hpp). Thread-safe; a search in progress keeps its own.
   void set_times(Duration matchmaking_time, Duration grace);
+  // MatchmakingOptions::one_group_per_key for later searches. Thread-safe; a search in progress keeps its own.
+  void set_one_group_per_key(bool one);
   // A client's address through its relay (relay://...; empty: none), sent with its later joins so that the
   // other members can ping it during a round (AvgJoin::relay). Thread-safe.
   void set_relay_address(std::string address);
@@ -143,6 +151,7 @@ class Matchmaker {
     wire::AvgBegin begin;                           // as received, to pass on to our followers after a merge
     std::string why;                                // otherwise: why not
     std::optional<net::PeerAddress> other_leader;   // a leader the refusal suggests instead
+    std::optional<wire::JoinRefusal> refusal;       // the leader's reason, when it refused
   };
   // Asks `leader` to take us, waiting (bounded) for its BEGIN.
   // `companions` are our followers when we merge our group into the leader's: the BEGIN must list them.

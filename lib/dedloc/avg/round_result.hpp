@@ -7,7 +7,9 @@
 // Instead the late carrier fetches the round's result from a carrier that took part, and hands that on:
 // its group steps with the rest of the swarm (its own bucket's samples are not in that average; it loses
 // them, not the model). Late carriers that meet one another form a second, smaller round of their own;
-// each of them then takes a result listed with more contributions than theirs, where one is.
+// each of them then takes a result listed with more contributions than theirs, where one is. A trainer
+// that missed its bucket's group altogether takes the result the same way and steps with it
+// (Trainer::take_missed_round_result), instead of waiting for the round's end to download the state.
 //
 // Holders. A member whose round averaged everything holds a copy of the result (RoundResultShelf::hold, one
 // round at a time) and lists itself under round_result_key(round) in the DHT (subkey: its address; value:

@@ -627,7 +627,8 @@ void apply_learned_waits(const std::optional<collab::AveragingTimeouts>& waits, 
 void learn_waits(collab::AveragingTimeouts& waits, const avg::StepOutcome& outcome, size_t other_trainers) {
   if (outcome.late_joiners > 0) waits.observe_late_joiners();
   if (outcome.group_size == 0) {
-    if (other_trainers > 0) waits.observe_no_group();
+    // A group that formed without us says nothing of how long forming one takes.
+    if (other_trainers > 0 && !outcome.formed_without_us) waits.observe_no_group();
     return;
   }
   if (outcome.matchmaking_time > Duration::zero()) waits.observe_matchmaking(outcome.matchmaking_time);
@@ -679,6 +680,14 @@ size_t Trainer::bucket_expected(const collab::GroupBucket& bucket) {
   return bucket.buckets > 1 ? bucket.expected : expected_trainers();
 }
 
+void Trainer::search_one_group_per_key(const collab::GroupBucket& bucket) {
+  // A split round's bucket holds one group, and a search that finds it formed without us ends at once
+  // (avg::MatchmakingOptions::one_group_per_key): leading a group of latecomers to our deadline gave them
+  // a round of their own, whose result the carriers' then replaced, and made them late for the next round.
+  // A swarm of one key may still form another group.
+  parts_->swarm.averager().set_one_group_per_key(bucket.buckets > 1);
+}
+
 GradientRound Trainer::run_gradient_round(double weight) {
   auto& p = *parts_;
   auto& averager = p.swarm.averager();
@@ -687,6 +696,7 @@ GradientRound Trainer::run_gradient_round(double weight) {
   const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_), epoch_);
   auto breaker = round_interruptible(grouped_ahead(bucket.round));
   apply_round_waits();
+  search_one_group_per_key(bucket);
   const size_t expected = bucket_expected(bucket);
   auto average = [&] {
     return averager.step(p.gradients.schema(), p.gradients.values(), weight, expected, bucket.round);
@@ -696,7 +706,8 @@ GradientRound Trainer::run_gradient_round(double weight) {
   // moment apart): one more window overlaps theirs, where stepping alone now would leave us out of
   // phase for good.
   // Not when most of them already stepped past this round: nobody is left to meet.
-  if (outcome && outcome->group_size == 0 && p.swarm.others() > 0 && !stopping() &&
+  // Nor when our bucket's group formed without us: its carriers' result is what is left to take.
+  if (outcome && outcome->group_size == 0 && !outcome->formed_without_us && p.swarm.others() > 0 && !stopping() &&
       !collab::round_over_without_us(p.swarm.tracker().others_records(), epoch_)) {
     outcome = average();
   }
@@ -985,6 +996,7 @@ void Trainer::prepare_round(std::uint64_t epoch) {
   if (p.swarm.averager().prepared_round() == bucket.round) return;
   // A round still prepared for an earlier epoch (we caught up since) is withdrawn by prepare().
   apply_waits();
+  search_one_group_per_key(bucket);
   p.swarm.averager().prepare(p.gradients.schema(), bucket_expected(bucket), bucket.round);
 }
 
@@ -998,6 +1010,7 @@ void Trainer::average_parameters() {
   // As deltas: under a lossy codec each peer keeps its parameters' own precision (the average itself would
   // round every parameter to the codec), at the price of peers differing in the last bits afterwards.
   const collab::GroupBucket bucket = round_bucket("params." + std::to_string(epoch_), epoch_);
+  search_one_group_per_key(bucket);
   auto outcome = p.swarm.averager().step(p.gradients.schema(), p.gradients.values(), 1.0, bucket_expected(bucket),
                                          bucket.round, wire::PartAnswer::kDelta);
   Logger::Line line(options_.log, LogLevel::kInfo, kLog);

@@ -331,6 +331,15 @@ TEST_CASE("Group formation: at the deadline a group forms if it has min_group_si
     CHECK(dismissal.answer.reason == wire::JoinRefusal::kTooLate);
     CHECK_FALSE(p.formation.looking());
   }
+  SECTION("giving up early (the key's one group formed without us): the followers hear we look no more, and why") {
+    Peer p(search_for(4, 3));
+    const auto follower = p.take();
+    auto dismissal = p.formation.give_up("the group under 'k' formed without us");
+    CHECK(dismissal.followers == std::vector<crypto::PeerId>{follower});
+    CHECK(dismissal.answer.reason == wire::JoinRefusal::kNotLooking);
+    CHECK(dismissal.answer.detail == "the group under 'k' formed without us");
+    CHECK_FALSE(p.formation.looking());
+  }
   SECTION("alone: nobody to form a group with, whatever min_group_size") {
     Peer p(search_for(4, 1));
     p.clock.advance(6s);
