@@ -32,6 +32,19 @@ const std::vector<dedloc::test::SyntheticPeer> kPeers{{1, 40}, {2, 60}, {3, 80},
 
 double gradient_of(const dedloc::test::SyntheticPeer& peer) { return static_cast<double>(peer.data_seed) / 1024; }
 
+// The synthetic recipe, small and quick, in groups of `target_group_size`, sitting missed rounds out (which
+// also takes a missed round's result from the carriers).
+std::string bucket_recipe(const std::string& dir, size_t target_group_size) {
+  return dedloc::test::write_recipe_variant(
+      "recipes/synthetic.yaml", dedloc::test::make_temp_dir(dir), "synthetic.yaml",
+      {{"parameters: 1000000 ", "parameters: 200000 "},
+       {"target_batch_size: 512 ", "target_batch_size: 160 "},
+       {"micro_batch_size: 16 ", "micro_batch_size: 8 "},
+       {"target_group_size: 16\n", "target_group_size: " + std::to_string(target_group_size) + "\n"},
+       {"matchmaking_time: 2\n", "matchmaking_time: 1\n"},
+       {"schedule:\n", "collaboration:\n  sit_out_missed_rounds: true\nschedule:\n"}});
+}
+
 }  // namespace
 
 TEST_CASE("Synthetic peers split into two buckets take the swarm's samples-weighted mean, and hold one model",
@@ -40,14 +53,7 @@ TEST_CASE("Synthetic peers split into two buckets take the swarm's samples-weigh
                                                        "--log-level", "warning", "serve", "--listen", "tcp://127.0.0.1:0"});
   const std::string address = ready["endpoints"][0].get<std::string>();
   // Five trainers in groups of 4: two buckets of about 3 (0.8 of a group), whose carriers meet in a group of 2.
-  const std::string recipe = dedloc::test::write_recipe_variant(
-      "recipes/synthetic.yaml", dedloc::test::make_temp_dir("dedloc-buckets"), "synthetic.yaml",
-      {{"parameters: 1000000 ", "parameters: 200000 "},
-       {"target_batch_size: 512 ", "target_batch_size: 160 "},
-       {"micro_batch_size: 16 ", "micro_batch_size: 8 "},
-       {"target_group_size: 16\n", "target_group_size: 4\n"},
-       {"matchmaking_time: 2\n", "matchmaking_time: 1\n"},
-       {"schedule:\n", "collaboration:\n  sit_out_missed_rounds: true\nschedule:\n"}});
+  const std::string recipe = bucket_recipe("dedloc-buckets", 4);
 
   std::string why_not;
   auto trainers = dedloc::test::run_synthetic_peers(recipe, address, kPeers, kEpochs, 90, 120s, why_not);
@@ -113,14 +119,7 @@ TEST_CASE("A peer alone in its bucket steps with the carriers' result, to the sw
           "[proc][train][synthetic]") {
   auto [bootstrap, ready] = dedloc::test::start_ready({dedloc::test::binary_path("tools/dedloc-dht/dedloc-dht"),
                                                        "--log-level", "warning", "serve", "--listen", "tcp://127.0.0.1:0"});
-  const std::string recipe = dedloc::test::write_recipe_variant(
-      "recipes/synthetic.yaml", dedloc::test::make_temp_dir("dedloc-bucket-alone"), "synthetic.yaml",
-      {{"parameters: 1000000 ", "parameters: 200000 "},
-       {"target_batch_size: 512 ", "target_batch_size: 160 "},
-       {"micro_batch_size: 16 ", "micro_batch_size: 8 "},
-       {"target_group_size: 16\n", "target_group_size: 3\n"},
-       {"matchmaking_time: 2\n", "matchmaking_time: 1\n"},
-       {"schedule:\n", "collaboration:\n  sit_out_missed_rounds: true\nschedule:\n"}});
+  const std::string recipe = bucket_recipe("dedloc-bucket-alone", 3);
   std::string why_not;
   constexpr std::uint64_t kLastEpoch = kEpochs + 1;
   auto trainers = dedloc::test::run_synthetic_peers(recipe, ready["endpoints"][0].get<std::string>(), kPeers, kLastEpoch,

@@ -1127,7 +1127,8 @@ bool Trainer::sit_out_late_round(TrainerReport& report) {
   if (grouped_ahead(round_bucket(collab::gradient_round(epoch_), epoch_).round)) return false;
   Logger::Line(options_.log, LogLevel::kInfo, kLog)
       << "epoch " << epoch_ << ": we loaded its state after the swarm's batch was complete, so its group formed "
-      << "without us: sitting the round out instead of looking for a group of latecomers";
+      << "without us: taking its carriers' result, or else sitting the round out, instead of looking for a group "
+      << "of latecomers";
   p.swarm.averager().withdraw();
   if (take_missed_round_result(report, missed_round_wait())) return true;
   if (!sit_out_missed_round(report)) return false;
