@@ -132,4 +132,10 @@ GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, c
   return bucket;
 }
 
+bool has_cross_bucket_stage(const GroupBucket& bucket, size_t target_group_size) {
+  return bucket.buckets >= 2 && bucket.buckets <= target_group_size;
+}
+
+std::string cross_bucket_round(std::uint64_t epoch) { return gradient_round(epoch) + ".x"; }
+
 }  // namespace dedloc::collab

@@ -74,4 +74,10 @@ GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, c
                                 const std::string& self, bool self_trainer, bool self_client,
                                 size_t target_group_size, std::uint64_t self_joined_at = 0);
 
+// Whether `bucket`'s round has a cross-bucket stage: split into buckets, no more of them than a group holds.
+bool has_cross_bucket_stage(const GroupBucket& bucket, size_t target_group_size);
+// The cross-bucket stage's round for `epoch` (gradient_round(epoch) + ".x"): the carriers' key, and the name
+// their result is listed under (avg/round_result.hpp).
+std::string cross_bucket_round(std::uint64_t epoch);
+
 }  // namespace dedloc::collab

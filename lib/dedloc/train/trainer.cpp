@@ -471,25 +471,26 @@ void zero_unaveraged(const avg::AllReduceResult& reduced, std::span<float> vecto
 
 // The carriers' round's result, from a carrier that took part (avg/round_result.hpp), into `vector` in
 // place of our bucket's own average: what the groups on the swarm's model step with (without our bucket's
-// samples). The buckets it holds; nullopt, `vector` as it was, when none was listed within a matchmaking
-// window. The wait is that short because where every carrier missed the others (two buckets, their carriers
+// samples). Where it came from and the buckets it holds; nullopt, `vector` as it was, when none was listed
+// by `deadline` (a carrier's: a matchmaking window). The wait is that short because where every carrier missed the others (two buckets, their carriers
 // seconds apart), each would otherwise wait for a result nobody holds while its group waits for its hand-on
 // (waiting to the averaging deadline, 30 s in a run's first rounds, stalled a 16-peer lab run for 40 s).
 // With `more_than` > 0 (a carrier whose own carriers' round held that many buckets): only a result holding
 // more, and only if one is listed already.
-std::optional<std::uint64_t> take_stage_result(avg::Averager& averager, const std::string& stage,
-                                               const avg::VectorSchema& schema, std::span<float> vector,
-                                               Logger::Line& line, std::uint64_t more_than = 0) {
-  std::vector<float> theirs(vector.size());
-  auto fetched =
-      averager.fetch_result(stage, schema, theirs, Deadline::after(averager.matchmaking_time()), more_than);
+std::optional<avg::FetchedResult> take_stage_result(avg::Averager& averager, const std::string& stage,
+                                                    const avg::VectorSchema& schema, std::span<float> vector,
+                                                    Logger::Line& line, std::uint64_t more_than = 0,
+                                                    std::optional<Deadline> deadline = std::nullopt) {
+  std::vector<float> theirs(vector.size());  // aside: a failed fetch may leave part of a result behind
+  auto fetched = averager.fetch_result(stage, schema, theirs,
+                                       deadline.value_or(Deadline::after(averager.matchmaking_time())), more_than);
   if (!fetched) {
     line << "no result to take (" << fetched.status().to_string() << ")";
     return std::nullopt;
   }
   std::copy(theirs.begin(), theirs.end(), vector.begin());
   line << "took the result of " << fetched->contributions << " bucket(s) from " << fetched->holder;
-  return fetched->contributions;
+  return *fetched;
 }
 
 // The cross-bucket stage of a split round (collab/group_buckets.hpp), after `round`'s group averaged our
@@ -503,7 +504,7 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
   if (!round.group || round.group->group_size == 0 || bucket.buckets < 2 || !averager.last_group()) return;
   Logger::Line line(log, LogLevel::kDebug, kLog);
   line << "epoch " << epoch << ": across " << bucket.buckets << " buckets: ";
-  if (bucket.buckets > target_group_size) {
+  if (!collab::has_cross_bucket_stage(bucket, target_group_size)) {
     line << "more buckets than a group holds: our bucket's average only";
     return;
   }
@@ -511,7 +512,7 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
   const avg::Group bucket_group = *averager.last_group();
   const auto carrier = bucket_carrier(bucket_group);
   auto ours = bucket_group.hand_on();  // fails only where no trainer reduces: no carrier
-  const std::string stage = collab::gradient_round(epoch) + ".x";
+  const std::string stage = collab::cross_bucket_round(epoch);
   if (!carrier || !ours) {
     // A group of clients led by an aux peer. Each of its trainers taking the carriers' result itself was
     // measured (bench/lab/README.md): 23 of 72 got it, and a group whose members took different things
@@ -539,7 +540,7 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
       // model; our bucket's own average would leave it on a model of its own until a resync downloads the
       // state into every member.
       if (const auto taken = take_stage_result(averager, stage, schema, vector, line)) {
-        buckets_averaged = static_cast<double>(*taken);
+        buckets_averaged = static_cast<double>(taken->contributions);
       }
       line << ", ";
     } else {
@@ -563,7 +564,9 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
       std::optional<std::uint64_t> taken;
       if (ours_held < bucket.buckets) {
         line << "a larger carriers' result: ";
-        taken = take_stage_result(averager, stage, schema, vector, line, std::max<std::uint64_t>(ours_held, 1));
+        const auto larger =
+            take_stage_result(averager, stage, schema, vector, line, std::max<std::uint64_t>(ours_held, 1));
+        if (larger) taken = larger->contributions;
         line << ", ";
       }
       if (taken) buckets_averaged = static_cast<double>(*taken);
@@ -607,7 +610,7 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
       line << ", the rest not fetched (" << mended.status().to_string() << "), ";
       const auto taken = take_stage_result(averager, stage, schema, vector, line);
       if (!taken) return;
-      told = static_cast<double>(*taken);
+      told = static_cast<double>(taken->contributions);
     }
   }
   line << ", holding " << told << " bucket(s)";
@@ -1399,28 +1402,21 @@ bool Trainer::take_missed_round_result(TrainerReport& report, Duration wait) {
     return false;
   }
   const collab::GroupBucket bucket = round_bucket(collab::gradient_round(epoch_), epoch_);
-  if (bucket.buckets < 2 || bucket.buckets > options_.averaging.target_group_size) return false;  // no carriers' round
-  // Fetched aside: a failed fetch may leave part of a result behind, and our gradients must stay whole for
-  // the sit-out that follows it.
-  std::vector<float> result(p.gradients.values().size());
+  if (!collab::has_cross_bucket_stage(bucket, options_.averaging.target_group_size)) return false;
   p.ema.pause();
   const double began = now_seconds();
-  Result<avg::FetchedResult> fetched = error(Code::kCancelled, "stopped");
-  {
-    auto breaker = interruptible();
-    fetched = p.swarm.averager().fetch_result(collab::gradient_round(epoch_) + ".x", p.gradients.schema(), result,
-                                              Deadline::after(wait));
-  }
-  if (!fetched) {
-    Logger::Line(options_.log, LogLevel::kInfo, kLog) << "epoch " << epoch_ << ": no result of the round we missed to take ("
-                                                      << fetched.status().to_string() << ")";
-    return false;
-  }
   const std::uint64_t dropped = p.gradients.samples();
-  std::copy(result.begin(), result.end(), p.gradients.values().begin());
-  Logger::Line(options_.log, LogLevel::kInfo, kLog)
-      << "epoch " << epoch_ << ": the round went on without us: stepping with its carriers' result, without our "
-      << dropped << " samples";
+  std::optional<avg::FetchedResult> fetched;
+  {
+    Logger::Line line(options_.log, LogLevel::kInfo, kLog);
+    line << "epoch " << epoch_ << ": the round went on without us, so not our " << dropped << " samples but its "
+         << "carriers' result: ";
+    auto breaker = interruptible();
+    // Nothing comes: our gradients are left as they are, for the sit-out that follows.
+    fetched = take_stage_result(p.swarm.averager(), collab::cross_bucket_round(epoch_), p.gradients.schema(),
+                                p.gradients.values(), line, 0, Deadline::after(wait));
+  }
+  if (!fetched) return false;
   collab::StepFacts facts;
   facts.other_trainers = p.swarm.others();
   facts.averaging = collab::StepAveraging::kTaken;
