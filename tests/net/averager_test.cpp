@@ -235,6 +235,23 @@ TEST_CASE("Averager: a member that missed a round takes its result, bit for bit,
   CHECK(none.status().code() == Code::kTimeout);
   CHECK(std::chrono::steady_clock::now() - began >= 900ms);
   CHECK(std::chrono::steady_clock::now() - began < 5s);
+
+  // The same, for a caller that knows the round is over (its members moved on): it stops at the first
+  // listing found empty after that, well before its deadline, and only then.
+  int asked = 0;
+  const auto over_at_second_listing = [&] { return ++asked >= 2; };
+  const auto again = std::chrono::steady_clock::now();
+  auto over = t.averagers[2]->fetch_result("grad.6.x", t.schema, late, Deadline::after(10s), 0, over_at_second_listing);
+  REQUIRE_FALSE(over.is_ok());
+  CHECK(over.status().code() == Code::kNotFound);
+  CHECK_THAT(over.status().message(), Catch::Contains("the round is over"));
+  CHECK(asked == 2);
+  CHECK(std::chrono::steady_clock::now() - again < 5s);
+  // A listed holder is fetched from whatever the caller says.
+  std::fill(late.begin(), late.end(), -1.0f);
+  auto held = t.averagers[2]->fetch_result("grad.5.x", t.schema, late, Deadline::after(10s), 0, [] { return true; });
+  REQUIRE(held.is_ok());
+  CHECK(late == t.vectors[0]);
 }
 
 TEST_CASE("Averager: a late member takes the result with the most contributions, passes over a holder that moved "

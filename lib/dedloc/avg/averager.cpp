@@ -140,9 +140,12 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
     outcome.found_ahead = group->is_ok();
   }
   // Nothing prepared, or the search ahead found nobody: the others may be stepping now, look again. Not
-  // when it found the key's one group formed without us: it still is.
+  // when it found the key's one group formed without us: it still is. Nor when nobody but us is expected:
+  // nobody steps now that did not look then (a trainer alone in its group bucket, a window later than the
+  // others for its next round each time it looked again).
   const auto formed_without_us = [&] { return group && !*group && group->status().code() == Code::kRefused; };
-  if (!outcome.found_ahead && !formed_without_us()) {
+  const bool found_nobody = group && !*group && group->status().code() == Code::kTimeout;
+  if (!outcome.found_ahead && !formed_without_us() && !(found_nobody && expected_peers == 1)) {
     group = matchmaker_->find_group(schema.hash, schema.length, expected_peers, options_.run_id + "_" + what);
   }
   last_group_.reset();
@@ -218,9 +221,10 @@ void Averager::hold_result(const std::string& what, const VectorSchema& schema, 
 }
 
 Result<FetchedResult> Averager::fetch_result(const std::string& what, const VectorSchema& schema,
-                                             std::span<float> vector, Deadline deadline, std::uint64_t more_than) {
+                                             std::span<float> vector, Deadline deadline, std::uint64_t more_than,
+                                             const std::function<bool()>& none_coming) {
   return fetch_round_result(dht_, *client_, options_.run_id + "_" + what, schema.hash, vector, deadline,
-                            options_.role == AvgRole::kClient ? "" : dialable_endpoint(), more_than);
+                            options_.role == AvgRole::kClient ? "" : dialable_endpoint(), more_than, none_coming);
 }
 
 void Averager::keep_result(const std::string& what, const VectorSchema& schema, std::span<const float> vector,

@@ -123,8 +123,10 @@ class Averager {
   // part of it).
   void hold_result(const std::string& what, const VectorSchema& schema, std::span<const float> vector,
                    std::uint64_t contributions);
+  // `none_coming`: fetch_round_result's.
   Result<FetchedResult> fetch_result(const std::string& what, const VectorSchema& schema, std::span<float> vector,
-                                     Deadline deadline, std::uint64_t more_than = 0);
+                                     Deadline deadline, std::uint64_t more_than = 0,
+                                     const std::function<bool()>& none_coming = {});
   // For a broadcaster (broadcast()), before it hands `vector` on: keeps it as `what`'s result, unlisted (a
   // result already held for `what` stays as it is: the same values), so that receivers can mend what the
   // hand-on did not bring them with fetch_result_from. A client keeps nothing.

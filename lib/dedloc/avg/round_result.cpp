@@ -163,7 +163,8 @@ Result<std::uint64_t> fetch_from(net::Client& client, const Holder& holder, cons
 
 Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, const std::string& round,
                                          const Bytes& schema_hash, std::span<float> into, Deadline deadline,
-                                         const std::string& self_endpoint, std::uint64_t more_than) {
+                                         const std::string& self_endpoint, std::uint64_t more_than,
+                                         const std::function<bool()>& none_coming) {
   Status last = error(Code::kTimeout, "no holder of '" + round + "' listed");
   while (!deadline.passed()) {
     auto holders = list_holders(dht, round, schema_hash, into.size(), self_endpoint, more_than, deadline);
@@ -179,6 +180,9 @@ Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, co
       if (more_than > 0 && holders->empty()) {
         return error(Code::kNotFound, "no holder of '" + round + "' with more than " + std::to_string(more_than) +
                                           " contributions listed");
+      }
+      if (holders->empty() && none_coming && none_coming()) {
+        return error(Code::kNotFound, "no holder of '" + round + "' listed, and the round is over");
       }
     }
     std::this_thread::sleep_for(std::min<Duration>(kRelist, deadline.remaining()));

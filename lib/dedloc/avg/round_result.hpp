@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <span>
@@ -85,10 +86,13 @@ struct FetchedResult {
 // the DHT (see above) with more than `more_than` contributions, never from `self_endpoint`. kTimeout when
 // none answered whole by `deadline` (`into` may then hold a part of a result: the caller's values are not
 // to be trusted after a failure). With `more_than` > 0 the caller holds a result of its own and asks for a
-// larger one: the listing is read once, and nobody listed (kNotFound) means nobody has one.
+// larger one: the listing is read once, and nobody listed (kNotFound) means nobody has one. `none_coming`,
+// asked each time the listing names nobody: true ends the wait at once (kNotFound), where the caller knows
+// that nobody will list one (every member of the round moved on without listing it).
 Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, const std::string& round,
                                          const Bytes& schema_hash, std::span<float> into, Deadline deadline,
-                                         const std::string& self_endpoint = "", std::uint64_t more_than = 0);
+                                         const std::string& self_endpoint = "", std::uint64_t more_than = 0,
+                                         const std::function<bool()>& none_coming = {});
 
 // [begin, end) element ranges of a result, ascending and disjoint.
 using ElementRanges = std::vector<std::pair<std::uint64_t, std::uint64_t>>;

@@ -476,14 +476,16 @@ void zero_unaveraged(const avg::AllReduceResult& reduced, std::span<float> vecto
 // seconds apart), each would otherwise wait for a result nobody holds while its group waits for its hand-on
 // (waiting to the averaging deadline, 30 s in a run's first rounds, stalled a 16-peer lab run for 40 s).
 // With `more_than` > 0 (a carrier whose own carriers' round held that many buckets): only a result holding
-// more, and only if one is listed already.
+// more, and only if one is listed already. `none_coming`: avg::fetch_round_result's.
 std::optional<avg::FetchedResult> take_stage_result(avg::Averager& averager, const std::string& stage,
                                                     const avg::VectorSchema& schema, std::span<float> vector,
                                                     Logger::Line& line, std::uint64_t more_than = 0,
-                                                    std::optional<Deadline> deadline = std::nullopt) {
+                                                    std::optional<Deadline> deadline = std::nullopt,
+                                                    const std::function<bool()>& none_coming = {}) {
   std::vector<float> theirs(vector.size());  // aside: a failed fetch may leave part of a result behind
   auto fetched = averager.fetch_result(stage, schema, theirs,
-                                       deadline.value_or(Deadline::after(averager.matchmaking_time())), more_than);
+                                       deadline.value_or(Deadline::after(averager.matchmaking_time())), more_than,
+                                       none_coming);
   if (!fetched) {
     line << "no result to take (" << fetched.status().to_string() << ")";
     return std::nullopt;
@@ -709,8 +711,12 @@ GradientRound Trainer::run_gradient_round(double weight) {
   // moment apart): one more window overlaps theirs, where stepping alone now would leave us out of
   // phase for good.
   // Not when most of them already stepped past this round: nobody is left to meet.
-  // Nor when our bucket's group formed without us: its carriers' result is what is left to take.
-  if (outcome && outcome->group_size == 0 && !outcome->formed_without_us && p.swarm.others() > 0 && !stopping() &&
+  // Nor when our bucket's group formed without us, or our bucket holds nobody else (as our view of the swarm
+  // counts it): its carriers' result is what is left to take. (One more window made the one alone in a
+  // bucket of 5 trainers in groups of 3 a window later for the next round than the others, round after
+  // round.)
+  const bool nobody_to_meet = outcome && (outcome->formed_without_us || (bucket.buckets > 1 && bucket.expected <= 1));
+  if (outcome && outcome->group_size == 0 && !nobody_to_meet && p.swarm.others() > 0 && !stopping() &&
       !collab::round_over_without_us(p.swarm.tracker().others_records(), epoch_)) {
     outcome = average();
   }
@@ -1412,9 +1418,19 @@ bool Trainer::take_missed_round_result(TrainerReport& report, Duration wait) {
     line << "epoch " << epoch_ << ": the round went on without us, so not our " << dropped << " samples but its "
          << "carriers' result: ";
     auto breaker = interruptible();
+    // The carriers list their result before they hand it on, and so before anyone steps past the round:
+    // with most of the others past it (or all of them gone) and nothing listed, nothing will be (the
+    // carriers missed one another, or the run ended), where the wait alone lasts a round deadline, 30 s
+    // until one is learned.
+    auto& tracker = p.swarm.tracker();
+    const auto round_over = [&] {
+      tracker.refresh_now();  // bounded by the tracker's DHT timeout
+      const auto others = tracker.others_records();
+      return others.empty() || collab::round_done_without_us(others, epoch_);
+    };
     // Nothing comes: our gradients are left as they are, for the sit-out that follows.
     fetched = take_stage_result(p.swarm.averager(), collab::cross_bucket_round(epoch_), p.gradients.schema(),
-                                p.gradients.values(), line, 0, Deadline::after(wait));
+                                p.gradients.values(), line, 0, Deadline::after(wait), round_over);
   }
   if (!fetched) return false;
   collab::StepFacts facts;
