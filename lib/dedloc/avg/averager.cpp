@@ -134,7 +134,9 @@ Result<StepOutcome> Averager::step(const VectorSchema& schema, std::span<float> 
   outcome.late_joiners = matchmaker_->take_late_joiners();
   std::optional<Result<Group>> group;
   if (prepared_) {
-    matchmaker_->release();  // a group we lead forms now, aux peers that joined meanwhile included
+    // A group we lead forms now, aux peers that joined meanwhile included, once the peers the step expects
+    // are in (its count, not the search's: our caller knows more of the run now).
+    matchmaker_->release(expected_peers > 0 ? std::optional<size_t>(expected_peers) : std::nullopt);
     group = prepared_->group.get();
     prepared_.reset();
     outcome.found_ahead = group->is_ok();

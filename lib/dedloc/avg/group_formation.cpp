@@ -89,6 +89,16 @@ TimePoint GroupFormation::client_answer_deadline(double leader_expiration, TimeP
                     deadline_ + search_.matchmaking_time + kBeginGrace);
 }
 
+void GroupFormation::expect(size_t expected_peers, TimePoint now) {
+  search_.expected_peers = expected_peers;
+  const size_t expected = expected_senders();
+  if (expected == 0 || senders() < quorum_of(expected)) {
+    quorum_at_.reset();
+  } else if (!quorum_at_) {
+    quorum_at_ = now;
+  }
+}
+
 std::optional<TimePoint> GroupFormation::grace_end() const {
   if (search_.grace <= Duration::zero() || held_ || !quorum_at_ || state_ != State::kLeading ||
       group_size() < search_.min_group_size) {

@@ -149,6 +149,10 @@ class GroupFormation {
     held_ = false;
     released_at_ = now;
   }
+  // The caller's count of the expected peers changed (Search::expected_peers; a search ahead began with an
+  // earlier view of the run than the caller's step has): later decisions use `expected_peers`, a quorum
+  // the new count makes dating from `now`, one it no longer makes gone.
+  void expect(size_t expected_peers, TimePoint now);
   // When the grace of a quorum that is in ends (the group forms then unless it fills first); nullopt when
   // no grace runs.
   std::optional<TimePoint> grace_end() const;

@@ -67,8 +67,9 @@ size_t Matchmaker::take_late_joiners() {
   return std::exchange(late_joiners_, 0);
 }
 
-void Matchmaker::release() {
+void Matchmaker::release(std::optional<size_t> expected_peers) {
   std::lock_guard lock(mutex_);
+  if (expected_peers) formation_.expect(*expected_peers, clock_.now());
   formation_.release(clock_.now());
   changed_.notify_all();
 }

@@ -103,7 +103,9 @@ class Matchmaker {
   // taking joiners (aux peers, which nobody expects) until release(), its deadline, or target_group_size.
   // release() is the caller's own step: from then on the group forms as usual. Neither waits.
   void hold();
-  void release();
+  // `expected_peers` (when given) replaces the count the held search began with: the caller's step knows
+  // more of the run than it did then (GroupFormation::expect).
+  void release(std::optional<size_t> expected_peers = std::nullopt);
   // For a peer shutting down: a search in progress (on another thread) ends at its next check, with
   // kCancelled (a join request already sent still waits for its answer, bounded by the deadline), and
   // every later search returns kCancelled at once.

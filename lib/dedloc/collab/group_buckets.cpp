@@ -126,10 +126,22 @@ GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, c
   bucket.buckets = buckets;
   bucket.index = mine;
   bucket.expected = static_cast<size_t>(std::count(of.begin(), of.end(), mine)) + (self_trainer && !self_counted ? 1 : 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (of[i] == mine && !(self_counted && i == n - 1)) bucket.others.push_back(*trainers[i].peer);
+  }
   // Not the count in the key: peers whose views differ on B (the swarm grew or shrank by a few) still meet
   // in every bucket both counts have, and rendezvous hashing moves few peers between those.
   bucket.round = round + ".b" + std::to_string(mine);
   return bucket;
+}
+
+size_t still_expected(const GroupBucket& bucket, const std::vector<PeerProgress>& others, std::uint64_t epoch) {
+  if (bucket.buckets <= 1) return bucket.expected;
+  size_t there = 0;
+  for (const auto& peer : bucket.others) {
+    there += std::any_of(others.begin(), others.end(), [&](const PeerProgress& r) { return r.peer == peer && r.epoch == epoch; });
+  }
+  return std::min(bucket.expected, there + 1);
 }
 
 bool has_cross_bucket_stage(const GroupBucket& bucket, size_t target_group_size) {

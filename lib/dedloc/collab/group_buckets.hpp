@@ -19,7 +19,9 @@
 //   whole assignment from its view, and views that differ by a peer or two still agree on most buckets).
 //   Even loads leave a group's spare places to aux peers, newcomers and trainers whose view placed them
 //   there; a leader keeps the places of expected trainers from aux peers (avg/group_formation.hpp).
-//   expected = the trainers in our bucket (us included): with all of them in, the group forms at once
+//   expected = the trainers in our bucket (us included): with all of them in, the group forms at once; at our
+//            step, those whose records reached the round (still_expected: one still behind it is dead or
+//            late, and would hold the group to its deadline)
 //
 // The round's key is "<round>.b<b>" (the plain round when B = 1, so a small swarm's keys are what they
 // always were). B is not in it: during churn peers' views of N differ, and B with them for a while; peers
@@ -58,6 +60,7 @@ struct GroupBucket {
   size_t buckets = 1;    // B
   size_t index = 0;      // b
   size_t expected = 0;   // trainers in this bucket, us included when we are one
+  std::vector<std::string> others;  // B > 1: the other trainers in this bucket (their records' `peer` subkeys)
 };
 
 // `round` is for `epoch` (ours; an aux peer's, the swarm's); `others`: the other trainers' progress records
@@ -73,6 +76,13 @@ struct GroupBucket {
 GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, const std::vector<PeerProgress>& others,
                                 const std::string& self, bool self_trainer, bool self_client,
                                 size_t target_group_size, std::uint64_t self_joined_at = 0);
+
+// The trainers of `bucket` (split for `epoch`, the round's) still expected when our step comes, us included:
+// those whose records in `others` (read since the split) reached the round's epoch. One still behind it,
+// or no longer listed, died with its record lingering, or still sits out the round before; its leader
+// waited for it to the deadline (a third of the buckets' rounds in the lab's 64-volunteer churn runs),
+// and the carriers' round for that bucket's carrier. B = 1: `bucket.expected`.
+size_t still_expected(const GroupBucket& bucket, const std::vector<PeerProgress>& others, std::uint64_t epoch);
 
 // Whether `bucket`'s round has a cross-bucket stage: split into buckets, no more of them than a group holds.
 bool has_cross_bucket_stage(const GroupBucket& bucket, size_t target_group_size);

@@ -685,6 +685,13 @@ size_t Trainer::bucket_expected(const collab::GroupBucket& bucket) {
   return bucket.buckets > 1 ? bucket.expected : expected_trainers();
 }
 
+size_t Trainer::expected_at_step(const collab::GroupBucket& bucket) {
+  // The split was drawn at our last step; the records read since say which of our bucket's trainers
+  // reached the round (our search ahead, if any, takes this count at its release: Averager::step).
+  if (bucket.buckets <= 1) return bucket_expected(bucket);
+  return collab::still_expected(bucket, parts_->swarm.tracker().others_records(), epoch_);
+}
+
 void Trainer::search_one_group_per_key(const collab::GroupBucket& bucket) {
   // A split round's bucket holds one group, and a search that finds it formed without us ends at once
   // (avg::MatchmakingOptions::one_group_per_key): leading a group of latecomers to our deadline gave them
@@ -702,7 +709,7 @@ GradientRound Trainer::run_gradient_round(double weight) {
   auto breaker = round_interruptible(grouped_ahead(bucket.round));
   apply_round_waits();
   search_one_group_per_key(bucket);
-  const size_t expected = bucket_expected(bucket);
+  const size_t expected = expected_at_step(bucket);
   auto average = [&] {
     return averager.step(p.gradients.schema(), p.gradients.values(), weight, expected, bucket.round);
   };

@@ -307,6 +307,8 @@ class Trainer {
   collab::GroupBucket round_bucket(const std::string& round, std::uint64_t epoch);
   // The trainers a round of `bucket` waits for (expected_trainers() when the swarm is not split).
   size_t bucket_expected(const collab::GroupBucket& bucket);
+  // ... at our step, where a split bucket's trainers still behind its round are not (collab::still_expected).
+  size_t expected_at_step(const collab::GroupBucket& bucket);
   // Tells the averager whether the searches for `bucket` look for their key's one group (a split round).
   void search_one_group_per_key(const collab::GroupBucket& bucket);
   LateRound handle_late_round(const collab::CollaborationState& state, TrainerReport& report);

@@ -480,6 +480,47 @@ TEST_CASE("Group formation: a held search keeps its group open for aux peers unt
   }
 }
 
+TEST_CASE("Group formation: the count expected at release replaces the one a held search began with",
+          "[unit][avg][matchmaking]") {
+  Search search = search_for(16, 2, /*expected=*/5);
+  search.grace = 500ms;
+  Peer p(search);
+  p.formation.hold();  // searching ahead: 5 expected when our last step drew the split
+  p.start(search);
+  p.take();
+  p.take();  // 3 of 5 in: no quorum (4)
+  CHECK_FALSE(p.formation.grace_end().has_value());
+  p.clock.advance(1s);
+  SECTION("two of them never reached the round: the three in complete the group at our step") {
+    p.formation.expect(3, p.clock.now());
+    p.formation.release(p.clock.now());
+    CHECK(p.formation.full());
+    CHECK(p.next() == NextStep::kAssemble);
+    auto assembly = p.assemble();
+    REQUIRE(assembly.group.is_ok());
+    CHECK(assembly.group->size() == 3);
+  }
+  SECTION("one of them did not: the quorum of 4 is in, and its grace runs from now") {
+    p.formation.expect(4, p.clock.now());
+    p.formation.release(p.clock.now());
+    CHECK_FALSE(p.formation.full());
+    REQUIRE(p.formation.grace_end().has_value());
+    CHECK(*p.formation.grace_end() == p.clock.now() + 500ms);
+    CHECK(p.next() == NextStep::kLook);
+    p.take();
+    CHECK(p.next() == NextStep::kAssemble);  // the fourth completes it
+  }
+  SECTION("a count raised again takes back a quorum it no longer makes") {
+    p.formation.expect(3, p.clock.now());
+    CHECK_FALSE(p.formation.grace_end().has_value());  // held: no grace before the release
+    p.formation.expect(8, p.clock.now());
+    p.formation.release(p.clock.now());
+    CHECK_FALSE(p.formation.full());
+    CHECK_FALSE(p.formation.grace_end().has_value());
+    CHECK(p.next() == NextStep::kLook);
+  }
+}
+
 TEST_CASE("Group formation: an aux peer never takes the place of a trainer still expected", "[unit][avg][matchmaking]") {
   // The lab's 16 volunteers: a bucket of 7 trainers in groups of 8, and an aux peer that came before the
   // last trainer took the eighth place; the trainer, a second later, found the group full and missed its round.

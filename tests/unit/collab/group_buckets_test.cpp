@@ -2,6 +2,7 @@
 // view of the swarm, clients land only where a leader is, and the split changes from round to round.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -129,6 +130,43 @@ TEST_CASE("Group buckets: a peer whose epoch stopped (it died, its record linger
   all[3].epoch = 18;
   const auto ahead = choose_group_bucket("grad.17", 17, std::vector<PeerProgress>(all.begin() + 1, all.end()), all[0].peer, true, false, 16);
   CHECK(ahead.round == alive[0].round);
+}
+
+TEST_CASE("Group buckets: at our step, the bucket's trainers still behind its round are no longer expected",
+          "[unit][collab]") {
+  // The split is drawn from the records at our last step (epoch 16 -> 17 here); at our step for round 17
+  // the records read since show who reached it.
+  auto all = swarm(16, 40);
+  std::vector<PeerProgress> others(all.begin() + 1, all.end());
+  const auto bucket = choose_group_bucket("grad.17", 17, others, all[0].peer, true, false, 16);
+  REQUIRE(bucket.buckets == 5);
+  REQUIRE(bucket.others.size() + 1 == bucket.expected);  // the others of our bucket, by their subkeys
+  for (const auto& peer : bucket.others) {
+    CHECK(std::any_of(others.begin(), others.end(), [&](const PeerProgress& r) { return r.peer == peer; }));
+    CHECK(peer != all[0].peer);
+  }
+  CHECK(still_expected(bucket, others, 17) == bucket.expected);  // every one of them is there
+  // One of ours still at 16 (killed while computing, its record lingering, or sitting the last round out),
+  // one gone from the records altogether, and one already past the round: three fewer to wait for.
+  std::vector<PeerProgress> later = others;
+  for (auto& r : later) {
+    if (r.peer == bucket.others[0]) r.epoch = 16;
+    if (r.peer == bucket.others[2]) r.epoch = 18;
+  }
+  std::erase_if(later, [&](const PeerProgress& r) { return r.peer == bucket.others[1]; });
+  CHECK(still_expected(bucket, later, 17) == bucket.expected - 3);
+  // Trainers of other buckets falling behind change nothing for ours.
+  std::vector<PeerProgress> elsewhere = others;
+  for (auto& r : elsewhere) {
+    if (std::find(bucket.others.begin(), bucket.others.end(), r.peer) == bucket.others.end()) r.epoch = 16;
+  }
+  CHECK(still_expected(bucket, elsewhere, 17) == bucket.expected);
+  // A swarm in one group: the count as it was drawn.
+  const auto one = choose_group_bucket("grad.17", 17, std::vector<PeerProgress>(all.begin() + 1, all.begin() + 10),
+                                       all[0].peer, true, false, 16);
+  REQUIRE(one.buckets == 1);
+  CHECK(one.others.empty());
+  CHECK(still_expected(one, {}, 17) == one.expected);
 }
 
 TEST_CASE("Group buckets: views that count one bucket fewer still put most peers in the same bucket", "[unit][collab]") {
