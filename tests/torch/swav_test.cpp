@@ -171,7 +171,8 @@ TEST_CASE("fashion-mnist: Debian's files parse", "[swav]") {
 }
 
 TEST_CASE("fashion-mnist: truncated, corrupt and hostile files are clear errors naming the file", "[swav]") {
-  const std::string dir = test::make_temp_dir("swav-idx");
+  const test::ScopedTempDir tmp("swav-idx");
+  const std::string dir = tmp.path.string();
   const std::string images = dir + "/train-images-idx3-ubyte.gz";
   const std::string labels = dir + "/train-labels-idx1-ubyte.gz";
   const data::FashionMnistOptions options{.dir = dir};

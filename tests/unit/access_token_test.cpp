@@ -63,7 +63,8 @@ TEST_CASE("Tokens round-trip through bytes, text and files, and bad forms are na
   REQUIRE(from_text.is_ok());
   CHECK(from_text->name == "carol");
 
-  const std::string dir = test::make_temp_dir("access-token");
+  const test::ScopedTempDir tmp("access-token");
+  const std::string dir = tmp.path.string();
   REQUIRE(token->save(dir + "/carol.token").is_ok());
   auto loaded = AccessToken::load(dir + "/carol.token");
   REQUIRE(loaded.is_ok());

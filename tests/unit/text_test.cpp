@@ -75,7 +75,8 @@ TEST_CASE("Documents split at % lines or blank lines, sentences at punctuation a
 }
 
 TEST_CASE("A corpus path without text is an error naming the path", "[unit][text][corpus]") {
-  std::string dir = test::make_temp_dir("albert-corpus");
+  const test::ScopedTempDir tmp("albert-corpus");
+  const std::string dir = tmp.path.string();
   TextCorpusOptions options;
 
   options.paths = {dir + "/missing"};
@@ -205,7 +206,8 @@ TEST_CASE("load_tokenized_corpus runs dedloc-tokenize once, then reads the cache
   TokenizeOptions options;
   options.corpus.max_documents = 500;
   options.vocab_size = 400;
-  options.work_dir = test::make_temp_dir("albert-load");
+  const test::ScopedTempDir work("albert-load");
+  options.work_dir = work.path.string();
 
   auto made = load_tokenized_corpus(options);
   INFO(made.status().to_string());
@@ -246,7 +248,8 @@ TEST_CASE("load_tokenized_corpus runs dedloc-tokenize once, then reads the cache
 
   // A tool that fails: its error reaches the caller.
   TokenizeOptions failing = options;
-  failing.work_dir = test::make_temp_dir("albert-load-fail");
+  const test::ScopedTempDir failing_work("albert-load-fail");
+  failing.work_dir = failing_work.path.string();
   failing.tool = "/bin/false";
   auto failed = load_tokenized_corpus(failing);
   REQUIRE_FALSE(failed.is_ok());
