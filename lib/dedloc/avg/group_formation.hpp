@@ -165,14 +165,15 @@ class GroupFormation {
   size_t group_size() const;
   // Members of our group that send (not aux), us included.
   size_t senders() const;
+  // The expected senders (Search::expected_peers clamped between two, or min_group_size, and
+  // target_group_size), 0 when unknown.
+  size_t expected_senders() const;
   // Whether our group is complete without waiting longer: target_group_size members, or (when not held)
   // every expected sender in.
   bool full() const;
   bool holds(const crypto::PeerId& follower) const;
 
  private:
-  // The expected senders (clamped as full() clamps them), 0 when unknown.
-  size_t expected_senders() const;
   enum class State { kIdle, kLeading, kJoining, kDone };
   struct Follower {
     Member member;

@@ -328,6 +328,15 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
 }
 
 Result<Group> Matchmaker::assemble_locked() {
+  // Why it forms now, for the log: every expected sender is in, a quorum's grace ran out, or the deadline.
+  const auto grace_end = formation_.grace_end();
+  const char* why = "the deadline";
+  if (formation_.full()) {
+    why = "full";
+  } else if (grace_end && clock_.now() >= *grace_end) {
+    why = "a quorum's grace over";
+  }
+  const size_t senders = formation_.senders(), expected = formation_.expected_senders();
   Bytes group_id(wire::kGroupIdBytes);
   std::random_device random;
   for (auto& b : group_id) b = static_cast<std::uint8_t>(random());
@@ -341,7 +350,10 @@ Result<Group> Matchmaker::assemble_locked() {
     else it->second.reply(*assembly.refusal);
   }
   repliers_.clear();
-  if (assembly.group) Logger::Line(log_, LogLevel::kDebug, kLog) << "leading a group of " << assembly.group->size();
+  if (assembly.group) {
+    Logger::Line(log_, LogLevel::kDebug, kLog) << "leading a group of " << assembly.group->size() << " ("
+                                               << senders << " of " << expected << " expected senders; " << why << ")";
+  }
   return std::move(assembly.group);
 }
 

@@ -22,6 +22,7 @@
 #include "dedloc/collab/step_outcome.hpp"
 #include "dedloc/core/bytes.hpp"
 #include "dedloc/crypto/hash.hpp"
+#include "dedloc/dht/record.hpp"
 #include "dedloc/train/gradient_buffer.hpp"
 #include "dedloc/train/outer_optimizer.hpp"
 #include "dedloc/train/swarm_presence.hpp"
@@ -692,6 +693,22 @@ size_t Trainer::expected_at_step(const collab::GroupBucket& bucket) {
   return collab::still_expected(bucket, parts_->swarm.tracker().others_records(), epoch_);
 }
 
+void Trainer::log_not_expected(const collab::GroupBucket& bucket, size_t expected) {
+  // Which of our bucket's trainers the round no longer waits for, and why (the epoch their record is at,
+  // or gone): what an operator reads when a bucket's leader forms short (avg/matchmaking.cpp logs why).
+  Logger::Line line(options_.log, LogLevel::kDebug, kLog);
+  line << "epoch " << epoch_ << ": " << bucket.round << " expects " << expected << " of its " << bucket.expected
+       << " trainers at our step; behind the round or gone:";
+  const auto records = parts_->swarm.tracker().others_records();
+  for (const auto& peer : bucket.others) {
+    const auto record = std::find_if(records.begin(), records.end(), [&](const auto& r) { return r.peer == peer; });
+    if (record != records.end() && record->epoch == epoch_) continue;
+    const auto id = dht::owner_peer_id(as_bytes(peer));
+    line << ' ' << (id ? id->short_string() : std::string("?")) << '@'
+         << (record == records.end() ? std::string("gone") : std::to_string(record->epoch));
+  }
+}
+
 void Trainer::search_one_group_per_key(const collab::GroupBucket& bucket) {
   // A split round's bucket holds one group, and a search that finds it formed without us ends at once
   // (avg::MatchmakingOptions::one_group_per_key): leading a group of latecomers to our deadline gave them
@@ -710,6 +727,9 @@ GradientRound Trainer::run_gradient_round(double weight) {
   apply_round_waits();
   search_one_group_per_key(bucket);
   const size_t expected = expected_at_step(bucket);
+  if (bucket.buckets > 1 && expected < bucket.expected && options_.log && options_.log->enabled(LogLevel::kDebug)) {
+    log_not_expected(bucket, expected);
+  }
   auto average = [&] {
     return averager.step(p.gradients.schema(), p.gradients.values(), weight, expected, bucket.round);
   };

@@ -309,6 +309,8 @@ class Trainer {
   size_t bucket_expected(const collab::GroupBucket& bucket);
   // ... at our step, where a split bucket's trainers still behind its round are not (collab::still_expected).
   size_t expected_at_step(const collab::GroupBucket& bucket);
+  // Logs (debug) the trainers of a split `bucket` that `expected` leaves out, with their records' epochs.
+  void log_not_expected(const collab::GroupBucket& bucket, size_t expected);
   // Tells the averager whether the searches for `bucket` look for their key's one group (a split round).
   void search_one_group_per_key(const collab::GroupBucket& bucket);
   LateRound handle_late_round(const collab::CollaborationState& state, TrainerReport& report);
