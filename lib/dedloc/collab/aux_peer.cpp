@@ -13,6 +13,7 @@ namespace dedloc::collab {
 AuxPeer::AuxPeer(zmq::context_t& context, dht::Node& dht, const crypto::Identity& identity, AuxPeerOptions options)
     : context_(context), dht_(dht), identity_(identity), options_(std::move(options)), log_(*options_.averager.log) {
   options_.averager.role = avg::AvgRole::kAux;
+  options_.averager.all_reduce.liveness_timeout = options_.liveness_timeout;
   if (options_.relay_address) options_.averager.announce = options_.relay_address();
 }
 

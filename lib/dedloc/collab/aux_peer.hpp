@@ -37,6 +37,15 @@ struct AuxPeerOptions {
   Duration record_ttl = std::chrono::seconds(30);
   // Between two looks at the DHT while no trainer has published the layout, and after a failed round.
   Duration retry_interval = std::chrono::seconds(1);
+  // How long a member we wait on may leave a ping unanswered before it is gone (it replaces
+  // averager.all_reduce.liveness_timeout; zero: no pings). With pings, a trainer that dies in our round
+  // (its port refuses, or its relay says it is not attached) is known gone at once, as the trainers know
+  // it, and the parts we reduce complete without it. Without them every part we reduce waited for the
+  // dead trainer's to the sender timeout, the live trainers gave up on us first, and our share of their
+  // round came back unaveraged (bench/lab/README.md, "Where churn's cost lies"). 5 s, the trainers' own
+  // before they have measured their rounds (collab/averaging_timeouts.hpp): it must cover a part's round
+  // trip over a volunteer's slow upload.
+  Duration liveness_timeout = std::chrono::seconds(5);
 };
 
 struct AuxPeerReport {
