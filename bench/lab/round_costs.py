@@ -81,6 +81,9 @@ def lab_start(work, reports):
 
 
 def analyse(work, window):
+    if not os.path.exists(os.path.join(work, "lines.jsonl")):
+        print(work, ": no lines.jsonl (dedloc-lab writes it when the run ends)")
+        return
     reports = step_reports(work)
     start = lab_start(work, reports)
     if start is None:
