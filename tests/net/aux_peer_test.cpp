@@ -150,8 +150,7 @@ TEST_CASE("AuxPeer: stops by itself after the rounds it was asked for", "[net][a
 // peer's share comes back averaged to the live trainers. Without the pings it waited for the dead
 // trainer's parts to its sender timeout (15 s); every part it reduces stayed incomplete meanwhile, so the
 // live trainers gave up on it at their reducer timeout (6 s here) and kept their own values for its whole
-// share. (In the lab's 64-volunteer churn runs, 48 of 269 aux peers' rounds ended so, each cutting off most
-// of its group: bench/lab/README.md, "Where churn's cost lies".)
+// share (bench/lab/README.md, "Where churn's cost lies").
 TEST_CASE("AuxPeer: a trainer that dies in its round does not hold the aux peer's share", "[net][avg][aux]") {
   Logger& quiet = test::quiet_log();
   auto swarm = test::quiet_swarm(4);

@@ -698,7 +698,7 @@ void Trainer::log_not_expected(const collab::GroupBucket& bucket, size_t expecte
   // or gone): what an operator reads when a bucket's leader forms short (avg/matchmaking.cpp logs why).
   Logger::Line line(options_.log, LogLevel::kDebug, kLog);
   line << "epoch " << epoch_ << ": " << bucket.round << " expects " << expected << " of its " << bucket.expected
-       << " trainers at our step; behind the round or gone:";
+       << " trainers at our step; the others (their epoch, or gone):";
   const auto records = parts_->swarm.tracker().others_records();
   for (const auto& peer : bucket.others) {
     const auto record = std::find_if(records.begin(), records.end(), [&](const auto& r) { return r.peer == peer; });
