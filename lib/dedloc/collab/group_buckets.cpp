@@ -135,12 +135,21 @@ GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, c
   return bucket;
 }
 
+std::vector<LeftOut> left_out(const GroupBucket& bucket, const std::vector<PeerProgress>& others, std::uint64_t epoch) {
+  std::vector<LeftOut> out;
+  if (bucket.buckets <= 1) return out;
+  for (const auto& peer : bucket.others) {
+    const auto mine = [&](const PeerProgress& r) { return r.peer == peer; };
+    if (std::any_of(others.begin(), others.end(), [&](const PeerProgress& r) { return mine(r) && r.epoch == epoch; })) continue;
+    const auto record = std::find_if(others.begin(), others.end(), mine);
+    out.push_back({peer, record == others.end() ? std::nullopt : std::optional<std::uint64_t>(record->epoch)});
+  }
+  return out;
+}
+
 size_t still_expected(const GroupBucket& bucket, const std::vector<PeerProgress>& others, std::uint64_t epoch) {
   if (bucket.buckets <= 1) return bucket.expected;
-  size_t there = 0;
-  for (const auto& peer : bucket.others) {
-    there += std::any_of(others.begin(), others.end(), [&](const PeerProgress& r) { return r.peer == peer && r.epoch == epoch; });
-  }
+  const size_t there = bucket.others.size() - left_out(bucket, others, epoch).size();
   return std::min(bucket.expected, there + 1);
 }
 

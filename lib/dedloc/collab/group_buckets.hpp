@@ -48,6 +48,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,13 @@ GroupBucket choose_group_bucket(const std::string& round, std::uint64_t epoch, c
 // waited for it to the deadline (a third of the buckets' rounds in the lab's 64-volunteer churn runs),
 // and the carriers' round for that bucket's carrier. B = 1: `bucket.expected`.
 size_t still_expected(const GroupBucket& bucket, const std::vector<PeerProgress>& others, std::uint64_t epoch);
+// The trainers of `bucket` that still_expected() leaves out: each with its record's epoch in `others`,
+// nullopt when it has none (gone). Empty when B = 1.
+struct LeftOut {
+  std::string peer;                    // the record's `peer` subkey
+  std::optional<std::uint64_t> epoch;  // where its record is; nullopt: no record
+};
+std::vector<LeftOut> left_out(const GroupBucket& bucket, const std::vector<PeerProgress>& others, std::uint64_t epoch);
 
 // Whether `bucket`'s round has a cross-bucket stage: split into buckets, no more of them than a group holds.
 bool has_cross_bucket_stage(const GroupBucket& bucket, size_t target_group_size);

@@ -690,23 +690,20 @@ size_t Trainer::expected_at_step(const collab::GroupBucket& bucket) {
   // The split was drawn at our last step; the records read since say which of our bucket's trainers
   // reached the round (our search ahead, if any, takes this count at its release: Averager::step).
   if (bucket.buckets <= 1) return bucket_expected(bucket);
-  return collab::still_expected(bucket, parts_->swarm.tracker().others_records(), epoch_);
-}
-
-void Trainer::log_not_expected(const collab::GroupBucket& bucket, size_t expected) {
-  // Which of our bucket's trainers the round no longer waits for, and why (the epoch their record is at,
-  // or gone): what an operator reads when a bucket's leader forms short (avg/matchmaking.cpp logs why).
-  Logger::Line line(options_.log, LogLevel::kDebug, kLog);
-  line << "epoch " << epoch_ << ": " << bucket.round << " expects " << expected << " of its " << bucket.expected
-       << " trainers at our step; the others (their epoch, or gone):";
   const auto records = parts_->swarm.tracker().others_records();
-  for (const auto& peer : bucket.others) {
-    const auto record = std::find_if(records.begin(), records.end(), [&](const auto& r) { return r.peer == peer; });
-    if (record != records.end() && record->epoch == epoch_) continue;
-    const auto id = dht::owner_peer_id(as_bytes(peer));
-    line << ' ' << (id ? id->short_string() : std::string("?")) << '@'
-         << (record == records.end() ? std::string("gone") : std::to_string(record->epoch));
+  const size_t expected = collab::still_expected(bucket, records, epoch_);
+  if (expected < bucket.expected && options_.log && options_.log->enabled(LogLevel::kDebug)) {
+    // Whom the round no longer waits for, and why: what an operator reads when a bucket's leader forms
+    // short (avg/matchmaking.cpp logs why it formed).
+    Logger::Line line(options_.log, LogLevel::kDebug, kLog);
+    line << "epoch " << epoch_ << ": " << bucket.round << " expects " << expected << " of its " << bucket.expected
+         << " trainers at our step; the others (their epoch, or gone):";
+    for (const auto& [peer, epoch] : collab::left_out(bucket, records, epoch_)) {
+      const auto id = dht::owner_peer_id(as_bytes(peer));
+      line << ' ' << (id ? id->short_string() : std::string("?")) << '@' << (epoch ? std::to_string(*epoch) : "gone");
+    }
   }
+  return expected;
 }
 
 void Trainer::search_one_group_per_key(const collab::GroupBucket& bucket) {
@@ -727,9 +724,6 @@ GradientRound Trainer::run_gradient_round(double weight) {
   apply_round_waits();
   search_one_group_per_key(bucket);
   const size_t expected = expected_at_step(bucket);
-  if (bucket.buckets > 1 && expected < bucket.expected && options_.log && options_.log->enabled(LogLevel::kDebug)) {
-    log_not_expected(bucket, expected);
-  }
   auto average = [&] {
     return averager.step(p.gradients.schema(), p.gradients.values(), weight, expected, bucket.round);
   };

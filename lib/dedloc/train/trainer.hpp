@@ -307,10 +307,9 @@ class Trainer {
   collab::GroupBucket round_bucket(const std::string& round, std::uint64_t epoch);
   // The trainers a round of `bucket` waits for (expected_trainers() when the swarm is not split).
   size_t bucket_expected(const collab::GroupBucket& bucket);
-  // ... at our step, where a split bucket's trainers still behind its round are not (collab::still_expected).
+  // ... at our step, where a split bucket's trainers still behind its round are not (collab::still_expected;
+  // at debug level it logs those it leaves out, collab::left_out).
   size_t expected_at_step(const collab::GroupBucket& bucket);
-  // Logs (debug) the trainers of a split `bucket` that `expected` leaves out, with their records' epochs.
-  void log_not_expected(const collab::GroupBucket& bucket, size_t expected);
   // Tells the averager whether the searches for `bucket` look for their key's one group (a split round).
   void search_one_group_per_key(const collab::GroupBucket& bucket);
   LateRound handle_late_round(const collab::CollaborationState& state, TrainerReport& report);

@@ -155,6 +155,13 @@ TEST_CASE("Group buckets: at our step, the bucket's trainers still behind its ro
   }
   std::erase_if(later, [&](const PeerProgress& r) { return r.peer == bucket.others[1]; });
   CHECK(still_expected(bucket, later, 17) == bucket.expected - 3);
+  // ... and which three, with where their records are (what the trainer logs at debug level).
+  const auto out = left_out(bucket, later, 17);
+  REQUIRE(out.size() == 3);
+  CHECK((out[0].peer == bucket.others[0] && out[0].epoch == std::optional<std::uint64_t>(16)));
+  CHECK((out[1].peer == bucket.others[1] && !out[1].epoch));
+  CHECK((out[2].peer == bucket.others[2] && out[2].epoch == std::optional<std::uint64_t>(18)));
+  CHECK(left_out(bucket, others, 17).empty());
   // Trainers of other buckets falling behind change nothing for ours.
   std::vector<PeerProgress> elsewhere = others;
   for (auto& r : elsewhere) {
