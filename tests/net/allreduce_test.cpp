@@ -393,6 +393,7 @@ TEST_CASE("All-reduce: rounds summed in a fixed order end bit-identical across g
           REQUIRE(result.is_ok());
           CHECK(result->averaged_fraction == 1.0);
           CHECK(result->weight == 240);  // 48 + 80 + 112: every member learns the slot's weight
+          CHECK(result->least_weight == 240);  // one total: the least is it
         }
         return vectors;
       };

@@ -165,6 +165,11 @@ TEST_CASE("SIGKILL a sender mid-round: survivors finish within sender_timeout, p
     CHECK(outcome.report["seconds"].get<double>() < 1.0 + 2.0);  // sender_timeout + margin
     CHECK(outcome.report["banned"] == nlohmann::json::array({3}));
     CHECK(outcome.report["averaged_fraction"] == 1.0);  // every reducer answered
+    // Parts reduced before the ban hold the victim's weight (4), the rest do not: no one total for the
+    // group, and the least of them is the three survivors' 1 + 2 + 3, which every part holds at least
+    // (what a bucket's carrier brings across buckets: train/trainer.cpp).
+    CHECK(outcome.report["weight"] == 0.0);
+    CHECK(outcome.report["least_weight"] == 6.0);
     // Each part holds one of the two means.
     for (size_t begin = 0; begin < kLength; begin += kPart) {
       auto factor = factor_of(outcome.vector, begin, begin + kPart);
@@ -208,6 +213,7 @@ TEST_CASE("SIGKILL a reducer mid-round: senders finish within reducer_timeout wi
     }
     CHECK(averaged_there <= 4);
     CHECK(outcome.report["averaged_fraction"].get<double>() < 1.0);
+    CHECK(outcome.report["least_weight"] == 0.0);  // parts kept our own values: no weight to bring anywhere
   }
 }
 

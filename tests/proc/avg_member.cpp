@@ -200,6 +200,7 @@ int main(int argc, char** argv) {
   for (const auto& id : result->banned_senders) banned.push_back(*group->index_of(id));
   for (const auto& id : result->failed_reducers) failed.push_back(*group->index_of(id));
   std::cout << nlohmann::json{{"index", index}, {"seconds", seconds}, {"averaged_fraction", result->averaged_fraction},
+                              {"weight", result->weight}, {"least_weight", result->least_weight},
                               {"banned", banned}, {"failed", failed}, {"gone", gone}}.dump()
             << std::endl;
   return 0;

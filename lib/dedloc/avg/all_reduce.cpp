@@ -161,6 +161,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
   // The total weights the reducers' answers told: the first, and whether another came (AllReduceResult::weight).
   std::optional<double> answered_weight;
   bool answered_weights_differ = false;
+  std::optional<double> least_answered_weight;  // the smallest of them (AllReduceResult::least_weight)
   std::uint64_t bytes_sent = 0;  // the parts' payloads
   Logger* log = nullptr;
   std::optional<InFlightWindow> window;  // set before the first send
@@ -293,6 +294,7 @@ struct Sender : std::enable_shared_from_this<Sender> {
     } else if (*answered_weight != answer->weight) {
       answered_weights_differ = true;
     }
+    least_answered_weight = std::min(least_answered_weight.value_or(answer->weight), answer->weight);
     std::span<float> target = vector.subspan(static_cast<size_t>(part.begin), part.size());
     const zmq::message_t& frame = reply.frames[0];
     const auto* bytes = static_cast<const std::uint8_t*>(frame.data());
@@ -611,6 +613,7 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
   AllReduceResult result;
   result.gone = std::move(result_gone);
   const std::optional<double> reduced = reducer->common_weight();  // not under the sender's lock (above)
+  const std::optional<double> least_reduced = reducer->least_weight();
   if (await_senders) {
     // No part with weight ever came (the senders' round was over, or they never sent): all of it was the wait.
     const auto first = reducer->first_part_at();
@@ -644,6 +647,11 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
       if (reduced) total = reduced;
     }
     if (self.sends() && result.averaged_fraction == 1.0 && agree && total) result.weight = *total;
+    // The same, where the totals differ (a sender banned midway): the least of them, ours included.
+    std::optional<double> least = sender->least_answered_weight;
+    const bool reduced_all = my_elements == 0 || least_reduced;
+    if (my_elements > 0 && least_reduced) least = std::min(least.value_or(*least_reduced), *least_reduced);
+    if (self.sends() && result.averaged_fraction == 1.0 && reduced_all && least) result.least_weight = *least;
   }
   // The caller may free or change `vector` once we return: ZeroMQ must have let go of every part sent from
   // it. Those to reducers that answered were written to their sockets before the answers came; the rest

@@ -338,6 +338,7 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
   } else if (*first_weight_ != state.weight) {
     weights_differ_ = true;
   }
+  least_weight_ = std::min(least_weight_.value_or(state.weight), state.weight);
   if (on_part_complete_) on_part_complete_();
   if (--incomplete_ == 0 && on_done_) on_done_();
 }
@@ -415,6 +416,11 @@ std::optional<double> ReducerRound::common_weight() const {
   std::lock_guard lock(mutex_);
   if (weights_differ_) return std::nullopt;
   return first_weight_;
+}
+
+std::optional<double> ReducerRound::least_weight() const {
+  std::lock_guard lock(mutex_);
+  return least_weight_;
 }
 
 std::vector<size_t> ReducerRound::banned_unheard() const {

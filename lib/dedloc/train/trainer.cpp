@@ -530,11 +530,21 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
     // The group's members hand their parts to us while we average with the other carriers: held, not refused.
     averager.expect(*ours);
     // Our bucket's average goes in at the bucket's weight (its samples, as the reducers told it), when the
-    // bucket's round averaged all of it; otherwise at weight 0, and we hand on the others' average.
+    // bucket's round averaged all of it. Where a sender dropped out midway, the parts reduced before hold
+    // its samples and the rest do not: each is still an average, and the bucket goes in at the least total
+    // (at weight 0, every carrier whose bucket lost a member had left its bucket out; where all of them had,
+    // as when a relay died, nobody weighed anything and each group stepped on its own bucket's values).
+    // Parts kept unaveraged (a reducer lost: zeros there) put it in at weight 0, and we hand on the others'
+    // average.
     const auto& reduced = round.group->all_reduce;
-    const bool whole_bucket = reduced.averaged_fraction >= 1 && reduced.weight > 0;
-    auto across = averager.step(schema, vector, whole_bucket ? reduced.weight : 0.0, bucket.buckets, stage,
-                                wire::PartAnswer::kAverage);
+    const double bucket_weight = reduced.averaged_fraction >= 1 ? reduced.least_weight : 0.0;
+    const bool whole_bucket = bucket_weight > 0;
+    if (!whole_bucket) {
+      line << "our bucket at weight 0 (" << 100 * reduced.averaged_fraction << "% averaged), ";
+    } else if (bucket_weight != reduced.weight) {
+      line << "our bucket at the least of its parts' weights (" << bucket_weight << "), ";
+    }
+    auto across = averager.step(schema, vector, bucket_weight, bucket.buckets, stage, wire::PartAnswer::kAverage);
     if (!across) {
       line << "carrying: failed (" << across.status().to_string() << "), ";
     } else if (across->group_size == 0) {
