@@ -297,6 +297,39 @@ TEST_CASE("Averager: a late member takes the result with the most contributions,
   CHECK(wrong.status().code() == Code::kTimeout);
 }
 
+TEST_CASE("Averager: a receiver whose carrier died takes the ranges it missed from a holder of as many buckets",
+          "[net][avg]") {
+  // The carriers that averaged with a carrier hold what it handed on, listed with the buckets it told its
+  // receivers (train/trainer.cpp): a receiver fetches only the ranges missing, and only from a holder of
+  // that many, passing over a larger result (another round of carriers, other values).
+  ThreeTrainers t;
+  t.averagers[0]->hold_result("grad.7.x", t.schema, t.vectors[0], 2);
+  t.averagers[1]->hold_result("grad.7.x", t.schema, t.vectors[1], 3);
+  const Deadline listed = Deadline::after(10s);
+  for (;;) {
+    auto found = t.swarm->node(2).get(wire::round_result_key("ahead_grad.7.x"), dht::GetMode::kLatest, listed);
+    if (found.is_ok() && found->has_value() && (*found)->entries.size() == 2) break;
+    REQUIRE_FALSE(listed.passed());
+    std::this_thread::sleep_for(50ms);
+  }
+  std::vector<float> mine(t.schema.length, 5.0f);
+  auto rest = t.averagers[2]->fetch_result_ranges("grad.7.x", t.schema, mine, {{10, 20}, {30, 31}}, 2,
+                                                  Deadline::after(10s));
+  REQUIRE(rest.is_ok());
+  CHECK(rest->contributions == 2);
+  CHECK_THAT(rest->holder, Catch::Contains(t.averagers[0]->id().to_string()));
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const bool asked = (k >= 10 && k < 20) || k == 30;
+    INFO("element " << k);
+    REQUIRE(mine[k] == (asked ? t.vectors[0][k] : 5.0f));
+  }
+  // Nobody holds a result of 4 buckets: nothing is taken, by the deadline.
+  std::vector<float> untouched(t.schema.length, 5.0f);
+  auto none = t.averagers[2]->fetch_result_ranges("grad.7.x", t.schema, untouched, {{0, 10}}, 4, Deadline::after(1s));
+  CHECK(none.status().code() == Code::kTimeout);
+  CHECK(untouched == std::vector<float>(t.schema.length, 5.0f));
+}
+
 TEST_CASE("Averager: a receiver mends, from the broadcaster, the slice of a hand-on that a dead member reduced",
           "[net][avg]") {
   // The cross-bucket stage's hand-on (train/trainer.cpp): each member of the group reduces a slice of the
@@ -329,6 +362,7 @@ TEST_CASE("Averager: a receiver mends, from the broadcaster, the slice of a hand
   REQUIRE(handing.get().is_ok());
   REQUIRE(got.is_ok());
   CHECK(got->all_reduce.averaged_fraction < 1);
+  CHECK(got->all_reduce.least_weight == 2.0);  // what the carrier told, from the parts that came
   const avg::ElementRanges missing = got->all_reduce.unaveraged;
   REQUIRE_FALSE(missing.empty());
   CHECK(received[missing.front().first] == 7.0f);  // its own value where the dead member's slice was

@@ -647,11 +647,11 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
       if (reduced) total = reduced;
     }
     if (self.sends() && result.averaged_fraction == 1.0 && agree && total) result.weight = *total;
-    // The same, where the totals differ (a sender banned midway): the least of them, ours included.
+    // The least of the totals, ours included, over the parts that came back (a sender banned midway leaves
+    // them differing; a reducer given up on, some parts without one).
     std::optional<double> least = sender->least_answered_weight;
-    const bool reduced_all = my_elements == 0 || least_reduced;
     if (my_elements > 0 && least_reduced) least = std::min(least.value_or(*least_reduced), *least_reduced);
-    if (self.sends() && result.averaged_fraction == 1.0 && reduced_all && least) result.least_weight = *least;
+    if (self.sends() && least) result.least_weight = *least;
   }
   // The caller may free or change `vector` once we return: ZeroMQ must have let go of every part sent from
   // it. Those to reducers that answered were written to their sockets before the answers came; the rest

@@ -236,6 +236,13 @@ void Averager::keep_result(const std::string& what, const VectorSchema& schema, 
   results_->keep(round, schema.hash, vector, contributions);
 }
 
+Result<FetchedResult> Averager::fetch_result_ranges(const std::string& what, const VectorSchema& schema,
+                                                    std::span<float> vector, const ElementRanges& ranges,
+                                                    std::uint64_t contributions, Deadline deadline) {
+  return fetch_round_result_ranges(dht_, *client_, options_.run_id + "_" + what, schema.hash, vector, ranges,
+                                   contributions, deadline, options_.role == AvgRole::kClient ? "" : dialable_endpoint());
+}
+
 Result<FetchedResult> Averager::fetch_result_from(const Member& holder, const std::string& what,
                                                   const VectorSchema& schema, std::span<float> vector,
                                                   const ElementRanges& ranges, Deadline deadline) {

@@ -132,6 +132,10 @@ class Averager {
   // hand-on did not bring them with fetch_result_from. A client keeps nothing.
   void keep_result(const std::string& what, const VectorSchema& schema, std::span<const float> vector,
                    std::uint64_t contributions);
+  // The `ranges` of `what`'s result from a holder listed with exactly `contributions` (fetch_round_result_ranges).
+  Result<FetchedResult> fetch_result_ranges(const std::string& what, const VectorSchema& schema,
+                                            std::span<float> vector, const ElementRanges& ranges,
+                                            std::uint64_t contributions, Deadline deadline);
   // The `ranges` of `what`'s result from `holder`, a member known to hold it (avg/round_result.hpp).
   Result<FetchedResult> fetch_result_from(const Member& holder, const std::string& what, const VectorSchema& schema,
                                           std::span<float> vector, const ElementRanges& ranges, Deadline deadline);

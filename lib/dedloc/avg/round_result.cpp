@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -188,6 +189,33 @@ Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, co
     std::this_thread::sleep_for(std::min<Duration>(kRelist, deadline.remaining()));
   }
   return error(Code::kTimeout, "no result of '" + round + "' fetched in time (last: " + last.to_string() + ")");
+}
+
+Result<FetchedResult> fetch_round_result_ranges(dht::Node& dht, net::Client& client, const std::string& round,
+                                                const Bytes& schema_hash, std::span<float> into,
+                                                const ElementRanges& ranges, std::uint64_t contributions,
+                                                Deadline deadline, const std::string& self_endpoint) {
+  if (contributions == 0) return error(Code::kInvalidArgument, "a listed result holds at least one contribution");
+  Status last = error(Code::kTimeout, "no holder of '" + round + "' with " + std::to_string(contributions) +
+                                          " contributions listed");
+  std::mt19937_64 random{std::random_device{}()};
+  while (!deadline.passed()) {
+    auto holders = list_holders(dht, round, schema_hash, into.size(), self_endpoint, contributions - 1, deadline);
+    if (!holders) {
+      last = holders.status();
+    } else {
+      std::erase_if(*holders, [&](const Holder& h) { return h.contributions != contributions; });
+      std::shuffle(holders->begin(), holders->end(), random);
+      for (const auto& holder : *holders) {
+        if (deadline.passed()) break;
+        auto fetched = fetch_from(client, holder, round, schema_hash, into, ranges, deadline);
+        if (fetched) return FetchedResult{holder.address.to_string(), *fetched};
+        last = fetched.status().with_context(holder.address.to_string());
+      }
+    }
+    std::this_thread::sleep_for(std::min<Duration>(kRelist, deadline.remaining()));
+  }
+  return error(Code::kTimeout, "no ranges of '" + round + "' fetched in time (last: " + last.to_string() + ")");
 }
 
 Result<FetchedResult> fetch_round_result_from(net::Client& client, const net::PeerAddress& holder,

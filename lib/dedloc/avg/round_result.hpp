@@ -82,6 +82,9 @@ struct FetchedResult {
   std::uint64_t contributions = 0;  // weighed contributions averaged into it
 };
 
+// [begin, end) element ranges of a result, ascending and disjoint.
+using ElementRanges = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+
 // Fetches `round`'s result, of `schema_hash` and `into.size()` elements, into `into` from a holder listed in
 // the DHT (see above) with more than `more_than` contributions, never from `self_endpoint`. kTimeout when
 // none answered whole by `deadline` (`into` may then hold a part of a result: the caller's values are not
@@ -94,8 +97,15 @@ Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, co
                                          const std::string& self_endpoint = "", std::uint64_t more_than = 0,
                                          const std::function<bool()>& none_coming = {});
 
-// [begin, end) element ranges of a result, ascending and disjoint.
-using ElementRanges = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+// Fetches the `ranges` of `round`'s result into the same ranges of `into`, from a holder listed with exactly
+// `contributions` (the rest of `into` is left as it is): a receiver whose carrier died in its hand-on, from
+// the carriers that averaged with it, which hold what it handed on. Each caller asks the holders in an order
+// of its own, so that a group's receivers, all missing the same ranges at once, spread over them. kTimeout
+// when none answered by `deadline` (`into` may then hold some of the ranges from a holder of that size).
+Result<FetchedResult> fetch_round_result_ranges(dht::Node& dht, net::Client& client, const std::string& round,
+                                                const Bytes& schema_hash, std::span<float> into,
+                                                const ElementRanges& ranges, std::uint64_t contributions,
+                                                Deadline deadline, const std::string& self_endpoint = "");
 
 // Fetches the `ranges` of `round`'s result, of `schema_hash` and `into.size()` elements, from `holder`, a peer
 // known to hold it (no listing is read), into the same ranges of `into`; the rest of `into` is left as it is.

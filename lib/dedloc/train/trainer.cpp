@@ -563,9 +563,9 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
       // whole vector came back averaged.
       const bool whole_stage = reduced_across.averaged_fraction >= 1 && reduced_across.banned_senders.empty() &&
                                reduced_across.failed_reducers.empty();
-      if (whole_bucket && whole_stage) buckets_averaged = static_cast<double>(across->group_size);
       // Its buckets: the stage's carriers, less ours if it weighed nothing (others may have, too: a ranking).
       const size_t held = across->group_size - (whole_bucket ? 0 : 1);
+      if (whole_stage && held > 0) buckets_averaged = static_cast<double>(held);
       line << "carrying: averaged with " << across->group_size - 1 << " other carrier(s), ";
       // Fewer buckets than the round has: other carriers may have averaged more of them already. A bucket's
       // trainers that formed two groups send two carriers, and the late group's carrier meets other late
@@ -618,12 +618,33 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
       told = static_cast<double>(mended->contributions);
       line << ", the rest fetched from the carrier";
     } else {
-      // The carrier died (or moved on): the carriers' result from one that listed it, in full, which the
-      // other groups step with; our group's other receivers take the same, the best listed.
       line << ", the rest not fetched (" << mended.status().to_string() << "), ";
-      const auto taken = take_stage_result(averager, stage, schema, vector, line);
-      if (!taken) return;
-      told = static_cast<double>(taken->contributions);
+      // The carrier died (or moved on). The carriers it averaged with hold what it handed on, listed with
+      // the buckets it told us: those ranges from one of them. (Each receiver taking a whole result from
+      // the best listed holder instead, all of them at once from the same one, left half of a group
+      // without it by the deadline, each on a mixture of its own.)
+      const double partly_told = handed ? handed->all_reduce.least_weight : 0;
+      std::optional<avg::FetchedResult> rest;
+      if (ranges_known && partly_told >= 1) {
+        auto fetched = averager.fetch_result_ranges(stage, schema, vector, missing,
+                                                    static_cast<std::uint64_t>(partly_told),
+                                                    Deadline::after(averager.matchmaking_time()));
+        if (fetched) {
+          rest = *fetched;
+          line << "the rest fetched from " << fetched->holder;
+        } else {
+          line << "nor from a holder of as many buckets (" << fetched.status().to_string() << "), ";
+        }
+      }
+      if (rest) {
+        told = partly_told;
+      } else {
+        // The carriers' result from one that listed it, in full, which the other groups step with; our
+        // group's other receivers take the same, the best listed.
+        const auto taken = take_stage_result(averager, stage, schema, vector, line);
+        if (!taken) return;
+        told = static_cast<double>(taken->contributions);
+      }
     }
   }
   line << ", holding " << told << " bucket(s)";
