@@ -294,7 +294,9 @@ struct Sender : std::enable_shared_from_this<Sender> {
     } else if (*answered_weight != answer->weight) {
       answered_weights_differ = true;
     }
-    least_answered_weight = std::min(least_answered_weight.value_or(answer->weight), answer->weight);
+    if (answer->weight > 0) {
+      least_answered_weight = std::min(least_answered_weight.value_or(answer->weight), answer->weight);
+    }
     std::span<float> target = vector.subspan(static_cast<size_t>(part.begin), part.size());
     const zmq::message_t& frame = reply.frames[0];
     const auto* bytes = static_cast<const std::uint8_t*>(frame.data());
@@ -647,8 +649,8 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
       if (reduced) total = reduced;
     }
     if (self.sends() && result.averaged_fraction == 1.0 && agree && total) result.weight = *total;
-    // The least of the totals, ours included, over the parts that came back (a sender banned midway leaves
-    // them differing; a reducer given up on, some parts without one).
+    // The least of the totals, ours included, over the parts that came back weighed (a sender banned midway
+    // leaves them differing; a reducer given up on, some parts without one).
     std::optional<double> least = sender->least_answered_weight;
     if (my_elements > 0 && least_reduced) least = std::min(least.value_or(*least_reduced), *least_reduced);
     if (self.sends() && least) result.least_weight = *least;

@@ -119,11 +119,12 @@ struct AllReduceResult {
   // their answers) with one total: the weight of the group's senders; 0 otherwise (a part averaged
   // without a sender, a reducer given up on, an older peer's answer).
   double weight = 0;
-  // The smallest total weight a part of our vector that came back averaged was averaged with, ours
-  // included (0 when none did): with every part back, the group's weight where they agree (`weight`), and
-  // less where a sender was banned midway (its parts reduced before the ban hold its weight, the rest do
-  // not). Every part is then a proper average of at least this much weight: what a bucket's carrier brings
-  // across buckets. In a broadcast, the weight the broadcaster told, also when some parts failed.
+  // The smallest total weight a part of our vector that came back weighed was averaged with, ours included
+  // (0 when none did; parts answered unweighed are unweighed_parts): with every part back, the group's
+  // weight where they agree (`weight`), and less where a sender was banned midway (its parts reduced before
+  // the ban hold its weight, the rest do not). Every part is then a proper average of at least this much
+  // weight: what a bucket's carrier brings across buckets. In a broadcast, the weight the broadcaster told,
+  // also when some parts did not come.
   double least_weight = 0;
   // Members found gone by their pings (their waits ended then).
   std::vector<crypto::PeerId> gone;

@@ -338,7 +338,7 @@ void ReducerRound::complete(PartState& state, size_t local, TimePoint now) {
   } else if (*first_weight_ != state.weight) {
     weights_differ_ = true;
   }
-  least_weight_ = std::min(least_weight_.value_or(state.weight), state.weight);
+  if (state.weight > 0) least_weight_ = std::min(least_weight_.value_or(state.weight), state.weight);
   if (on_part_complete_) on_part_complete_();
   if (--incomplete_ == 0 && on_done_) on_done_();
 }

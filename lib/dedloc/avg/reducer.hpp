@@ -84,7 +84,7 @@ class ReducerRound {
   // The total weight of every completed part when they all had the same (nullopt when they differ, or
   // none completed).
   std::optional<double> common_weight() const;
-  // The smallest total weight among the completed parts (nullopt when none completed).
+  // The smallest total weight among the completed parts that weighed anything (nullopt when none did).
   std::optional<double> least_weight() const;
 
  private:
@@ -142,7 +142,7 @@ class ReducerRound {
   std::vector<float> own_copy_;             // ordered: our values of the part being summed
   std::optional<double> first_weight_;      // the first completed part's total weight
   bool weights_differ_ = false;             // ... and whether a later one had another
-  std::optional<double> least_weight_;      // the smallest completed part's total weight
+  std::optional<double> least_weight_;      // the smallest positive total weight of a completed part
   std::vector<std::uint8_t> answer_bytes_;  // a part's average, encoded for the senders that asked for it
   std::optional<Codec> answer_codec_;       // the codec answer_bytes_ holds the current part in; none: stale
   std::vector<float> clip_points_;   // centered clip: a part's contributions, decoded (reused between parts)
