@@ -620,12 +620,13 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
     } else {
       line << ", the rest not fetched (" << mended.status().to_string() << "), ";
       // The carrier died (or moved on). The carriers it averaged with hold what it handed on, listed with
-      // the buckets it told us: those ranges from one of them. (Each receiver taking a whole result from
-      // the best listed holder instead, all of them at once from the same one, left half of a group
-      // without it by the deadline, each on a mixture of its own.)
+      // the buckets it told us: the missing ranges (all of it where they are not known) from one of them,
+      // each receiver asking them in an order of its own. (Each receiver taking a whole result from the
+      // best listed holder instead, all of them at once from the same one, left half of a group without
+      // it by the deadline, each on a mixture of its own.)
       const double partly_told = handed ? handed->all_reduce.least_weight : 0;
       std::optional<avg::FetchedResult> rest;
-      if (ranges_known && partly_told >= 1) {
+      if (partly_told >= 1) {
         auto fetched = averager.fetch_result_ranges(stage, schema, vector, missing,
                                                     static_cast<std::uint64_t>(partly_told),
                                                     Deadline::after(averager.matchmaking_time()));
