@@ -34,16 +34,11 @@ DivergenceVerdict judge_divergence(const std::vector<PeerProgress>& others, cons
       runner_up = std::max(runner_up, count);
     }
   }
-  verdict.own_hash = own.params_hash;
-  verdict.unknown = unknown;
-  for (const auto& [hash, count] : at_our_epoch) verdict.reported += count;
-  if (lead >= 2) {
-    verdict.largest_hash = leader;
-    verdict.largest = lead;
-    verdict.runner_up = runner_up;
-  }
+  size_t reported = 0;  // records at our epoch with a hash, ours included
+  for (const auto& [hash, count] : at_our_epoch) reported += count;
   const bool decided = lead >= 2 && (lead > runner_up + unknown || (unknown == 0 && lead == runner_up));
-  if (decided) {
+  verdict.split_settled = !decided && lead >= 3 && reported >= 4 * unknown;
+  if (decided || verdict.split_settled) {
     verdict.swarm_hash = leader;
     verdict.agreeing = lead;
   }
@@ -65,28 +60,6 @@ std::vector<crypto::PeerId> peers_apart(const std::vector<PeerProgress>& records
     if (auto owner = dht::owner_peer_id(subkey)) apart.push_back(*owner);
   }
   return apart;
-}
-
-DivergenceVerdict DivergenceWatch::settle_split(const DivergenceVerdict& verdict, std::uint64_t epoch) {
-  const bool behind = verdict.swarm_hash == 0 && verdict.own_hash != 0 && verdict.largest_hash != 0 &&
-                      verdict.own_hash != verdict.largest_hash && verdict.largest > verdict.runner_up &&
-                      verdict.reported >= 3 * verdict.unknown;
-  const bool streak_broken = behind_last_ && epoch > *behind_last_ + 1;
-  if (!behind) {
-    if (verdict.agrees || streak_broken) {
-      behind_since_.reset();
-      behind_last_.reset();
-    }
-    return verdict;
-  }
-  if (!behind_last_ || streak_broken) behind_since_ = epoch;
-  behind_last_ = std::max(epoch, behind_last_.value_or(epoch));
-  if (*behind_last_ == *behind_since_) return verdict;  // behind at one epoch: its sets may still mix
-  DivergenceVerdict settled = verdict;
-  settled.diverged = true;
-  settled.swarm_hash = verdict.largest_hash;
-  settled.agreeing = verdict.largest;
-  return settled;
 }
 
 DivergenceWatch::Action DivergenceWatch::on_verdict(const DivergenceVerdict& verdict, std::uint64_t epoch) {

@@ -17,15 +17,18 @@
 //             wins, a tie going to the smaller hash, so a swarm split into sets (a round whose groups
 //             averaged apart) converges on one model instead of staying split for good. With two peers that
 //             differ nothing is ever decided (a lead needs two records).
+//             A split also settles on its largest set (3 records or more) before the rest reported, once
+//             those with a hash at our epoch are at least four times those that may still side with any:
+//             under churn there always are some (a dead peer's record lingers for its lifetime, a late
+//             cohort is a round behind), and in a 64-peer lab run five sets of 7-12 trainers stepped apart
+//             for up to eight epochs, each on parameters of its own, none leading by more than those.
 //
 // DivergenceWatch turns verdicts into actions. A resync is a download of a donor's state whose hash is the
 // leading one. If the first step after a resync was averaged in full, in a group of most of the swarm, and
 // we still differ from a strict majority, our hardware or libraries compute the optimizer step differently
 // in the last bits (a GPU among CPUs, another BLAS): resyncing every step would only cost downloads, so the
 // watch gives up, and says so once. Where no hash holds a strict majority (the swarm is split into sets,
-// the largest of which may change from one epoch to the next) it never gives up. A split whose sets stay
-// undecided because records one epoch behind could still tip them (under churn some always are) is settled
-// on its largest set once it lasted two epochs (settle_split).
+// the largest of which may change from one epoch to the next) it never gives up.
 #pragma once
 
 #include <cstdint>
@@ -44,16 +47,7 @@ struct DivergenceVerdict {
   size_t agreeing = 0;           // records carrying swarm_hash
   size_t peers = 0;              // live records counted, ours included
   bool agrees = false;           // ours is swarm_hash (ours not computed yet: neither this nor diverged)
-  // The sets at our epoch, decided or not (DivergenceWatch::settle_split): the hash the most records there
-  // carry (ties to the smaller; 0 when none carries one), its count and the next largest, the records there
-  // with a hash (ours included), those that may yet side with any (one epoch behind, or without a hash),
-  // and ours (0: not computed yet).
-  std::uint64_t largest_hash = 0;
-  size_t largest = 0;
-  size_t runner_up = 0;
-  size_t reported = 0;
-  size_t unknown = 0;
-  std::uint64_t own_hash = 0;
+  bool split_settled = false;    // swarm_hash is the largest set of a split that nothing else decides (above)
 };
 
 // `others`: the other peers' live records; `own`: ours (its epoch and params_hash).
@@ -79,14 +73,6 @@ class DivergenceWatch {
   };
   static constexpr int kMaxResyncsInARow = 3;
 
-  // A split that lasts. Sets of a split swarm that none outgrows by more than the records one epoch behind
-  // could make up stay undecided as long as such records exist, and under churn they always do (a dead
-  // peer's record lingers for its lifetime, a late cohort is always a round behind): in a 64-peer lab run
-  // five sets of 7-11 trainers stepped apart for the last eight epochs, each stepping with the swarm's
-  // average on parameters of its own. Once we were behind the largest set (it leads the others outright,
-  // and at most a quarter as many records as carry a hash there are still unknown) at two epochs in a row,
-  // `verdict` is returned naming the largest set as the swarm's (diverged); otherwise as it is.
-  DivergenceVerdict settle_split(const DivergenceVerdict& verdict, std::uint64_t epoch);
   Action on_verdict(const DivergenceVerdict& verdict, std::uint64_t epoch);
   // A resync loaded a state at `epoch` carrying the majority's hash.
   void on_resynced(std::uint64_t epoch);
@@ -100,8 +86,6 @@ class DivergenceWatch {
   std::optional<std::uint64_t> resynced_at_;  // the epoch of the last resync, until we agree again
   bool stepped_in_full_since_ = false;       // since that resync, the latest step was averaged in full
   int resyncs_in_a_row_ = 0;                  // resyncs since we last agreed with a majority after one
-  std::optional<std::uint64_t> behind_since_;  // settle_split: the first epoch of the streak behind the largest set
-  std::optional<std::uint64_t> behind_last_;   // ... and the last
 };
 
 }  // namespace dedloc::collab

@@ -37,11 +37,12 @@
 // Whatever fails, a group's members hold the same values: a carrier that missed the stage takes its result
 // from a carrier that took part (avg/round_result.hpp) and hands that on, as does a carrier whose carriers'
 // round held fewer buckets than a result already listed (late groups' carriers meeting one another); a
-// receiver whose hand-on came back partial (a member died in it) fetches the rest from its carrier; where
-// none can be had, its whole group steps on its own average and the divergence check brings it back
-// (collab/divergence.hpp). A trainer whose bucket's group formed without it learns so from the bucket's
-// leader at once (avg::MatchmakingOptions::one_group_per_key), takes the carriers' result too and steps
-// with the swarm, without its samples (Trainer::take_missed_round_result).
+// receiver whose hand-on came back partial (a member died in it) fetches the rest from its carrier (the
+// carrier dead, from a carrier it averaged with); where none can be had, its whole group steps on its own
+// average and the divergence check brings it back (collab/divergence.hpp). A trainer whose bucket's group
+// formed without it learns so from the bucket's leader at once (avg::MatchmakingOptions::one_group_per_key),
+// takes the carriers' result too and steps with the swarm, without its samples
+// (Trainer::take_missed_round_result).
 // No stage where B exceeds target_group_size (the carriers would not fit in one group).
 //
 // Sans-IO: progress records in, a key out (tests/unit/collab/group_buckets_test.cpp).

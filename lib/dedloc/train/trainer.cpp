@@ -1576,8 +1576,7 @@ bool Trainer::resync_if_diverged(TrainerReport& report) {
   auto& p = *parts_;
   // While a delayed step is in flight our parameters are an epoch behind our record: judged after it lands.
   if (!options_.collaboration.resync_divergent || !p.divergence.enabled() || p.delayed) return false;
-  const auto verdict =
-      p.divergence.settle_split(collab::judge_divergence(p.swarm.tracker().others_records(), local_progress()), epoch_);
+  const auto verdict = collab::judge_divergence(p.swarm.tracker().others_records(), local_progress());
   switch (p.divergence.on_verdict(verdict, epoch_)) {
     case collab::DivergenceWatch::Action::kNone: return false;
     case collab::DivergenceWatch::Action::kGiveUp:

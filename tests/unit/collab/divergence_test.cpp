@@ -88,61 +88,50 @@ TEST_CASE("Divergence: once every live peer reported our epoch, a swarm split in
   CHECK_FALSE(judge_divergence({record(5, 0xA), record(5, 0xC)}, record(5, 0xB)).diverged);
 }
 
-TEST_CASE("Divergence watch: a split that the records one epoch behind keep undecided settles on the largest set "
-          "once it lasted two epochs", "[unit][collab]") {
-  // Three sets at our epoch (4, 3 with us, 3) and one record an epoch behind (a dead peer's, lingering):
-  // 4 does not lead 3 by more than that record could make up, at this epoch or the next.
-  const auto at = [](std::uint64_t epoch, std::uint64_t a, std::uint64_t b, std::uint64_t c) {
-    std::vector<PeerProgress> others{record(epoch, a), record(epoch, a), record(epoch, a), record(epoch, a),
-                                     record(epoch, b), record(epoch, b), record(epoch, c), record(epoch, c),
-                                     record(epoch, c), record(epoch - 1, 0xD)};
-    return judge_divergence(others, record(epoch, b));
-  };
-  const auto first = at(5, 0xA5, 0xB5, 0xC5);
-  REQUIRE_FALSE(first.diverged);
-  CHECK(first.swarm_hash == 0);
-  CHECK(first.largest_hash == 0xA5);
-  CHECK(first.largest == 4);
-  CHECK(first.runner_up == 3);
-  CHECK(first.reported == 10);
-  CHECK(first.unknown == 1);
+TEST_CASE("Divergence: a split that the records one epoch behind would keep undecided settles on its largest set "
+          "once most have reported", "[unit][collab]") {
+  // Three sets at our epoch (4, 3 with us, 3) and one record an epoch behind (a dead peer's, lingering): 4
+  // does not lead 3 by more than that record could make up, but 10 records with a hash against 1 unknown
+  // settle it.
+  std::vector<PeerProgress> split{record(5, 0xA), record(5, 0xA), record(5, 0xA), record(5, 0xA), record(5, 0xB),
+                                  record(5, 0xB), record(5, 0xC), record(5, 0xC), record(5, 0xC), record(4, 0xD)};
+  const auto behind = judge_divergence(split, record(5, 0xB));
+  CHECK(behind.diverged);
+  CHECK(behind.split_settled);
+  CHECK(behind.swarm_hash == 0xA);
+  CHECK(behind.agreeing == 4);
+  // The largest set's members stay; a watch resyncs the others, and never gives up on a split (no majority
+  // whose model we failed to keep).
+  const auto in_largest = judge_divergence(split, record(5, 0xA));
+  CHECK_FALSE(in_largest.diverged);
+  CHECK(in_largest.agrees);
   DivergenceWatch watch;
-  CHECK_FALSE(watch.settle_split(first, 5).diverged);  // one epoch behind it: its sets may still mix
-  CHECK_FALSE(watch.settle_split(first, 5).diverged);
-  const auto settled = watch.settle_split(at(6, 0xA6, 0xB6, 0xC6), 6);
-  CHECK(settled.diverged);
-  CHECK(settled.swarm_hash == 0xA6);
-  CHECK(settled.agreeing == 4);
-  CHECK(watch.on_verdict(settled, 6) == DivergenceWatch::Action::kResync);
-
-  // A member of the largest set never moves.
-  DivergenceWatch largest;
-  for (std::uint64_t epoch = 5; epoch < 9; ++epoch) {
-    std::vector<PeerProgress> others{record(epoch, 0xA), record(epoch, 0xA), record(epoch, 0xA), record(epoch, 0xB),
-                                     record(epoch, 0xB), record(epoch, 0xB), record(epoch - 1, 0xD)};
-    CHECK_FALSE(largest.settle_split(judge_divergence(others, record(epoch, 0xA)), epoch).diverged);
-  }
-  // Early in an epoch, the first records to come decide nothing, however long we were behind before: most
-  // of the swarm has yet to report (here 3 records with a hash against 8 one epoch behind).
-  DivergenceWatch early;
-  CHECK_FALSE(early.settle_split(at(5, 0xA5, 0xB5, 0xC5), 5).diverged);
-  std::vector<PeerProgress> few{record(6, 0xA6), record(6, 0xA6)};
-  for (int i = 0; i < 8; ++i) few.push_back(record(5, 0xB5));
-  const auto early_verdict = early.settle_split(judge_divergence(few, record(6, 0xB6)), 6);
-  CHECK_FALSE(early_verdict.diverged);
-  // Sets of equal size: no set leads outright, nothing settles.
-  DivergenceWatch tied;
-  for (std::uint64_t epoch = 5; epoch < 8; ++epoch) {
-    std::vector<PeerProgress> others{record(epoch, 0xA), record(epoch, 0xA), record(epoch, 0xA), record(epoch, 0xC),
-                                     record(epoch, 0xC), record(epoch, 0xC), record(epoch, 0xB), record(epoch - 1, 0xD)};
-    CHECK_FALSE(tied.settle_split(judge_divergence(others, record(epoch, 0xB)), epoch).diverged);
-  }
-  // A streak broken by an epoch out of the smaller sets starts again.
-  DivergenceWatch broken;
-  CHECK_FALSE(broken.settle_split(at(5, 0xA5, 0xB5, 0xC5), 5).diverged);
-  CHECK_FALSE(broken.settle_split(judge_divergence({record(6, 0xB6), record(6, 0xB6), record(5, 0xD)}, record(6, 0xB6)), 6).diverged);
-  CHECK_FALSE(broken.settle_split(at(7, 0xA7, 0xB7, 0xC7), 7).diverged);
-  CHECK(broken.settle_split(at(8, 0xA8, 0xB8, 0xC8), 8).diverged);
+  CHECK(watch.on_verdict(behind, 5) == DivergenceWatch::Action::kResync);
+  watch.on_resynced(5);
+  watch.on_step(true);
+  CHECK(watch.on_verdict(judge_divergence(split, record(6, 0xB)), 6) == DivergenceWatch::Action::kNone);  // other epoch
+  // Equal sets (A 3, C 3 with us, B 2): the smaller hash, as every peer computes it.
+  std::vector<PeerProgress> tied{record(5, 0xA), record(5, 0xA), record(5, 0xA), record(5, 0xC), record(5, 0xC),
+                                 record(5, 0xB), record(5, 0xB), record(4, 0xD)};
+  const auto tie = judge_divergence(tied, record(5, 0xC));
+  CHECK(tie.diverged);
+  CHECK(tie.swarm_hash == 0xA);
+  // Early in an epoch, the first records to come settle nothing: most of the swarm has yet to report (4
+  // records with a hash against 8 one epoch behind).
+  std::vector<PeerProgress> early{record(6, 0xA), record(6, 0xA), record(6, 0xA)};
+  for (int i = 0; i < 8; ++i) early.push_back(record(5, 0xB));
+  const auto first_ones = judge_divergence(early, record(6, 0xB));
+  CHECK_FALSE(first_ones.diverged);
+  CHECK_FALSE(first_ones.split_settled);
+  // Sets of two settle nothing, however few are unknown.
+  CHECK_FALSE(judge_divergence({record(5, 0xA), record(5, 0xA), record(5, 0xC), record(5, 0xC), record(5, 0xB),
+                                record(4, 0xD)},
+                               record(5, 0xB)).diverged);
+  // A set that leads by more than the unknown is decided as before, not "settled".
+  const auto decided = judge_divergence({record(5, 0xA), record(5, 0xA), record(5, 0xA), record(5, 0xA), record(4, 0xD)},
+                                        record(5, 0xB));
+  CHECK(decided.diverged);
+  CHECK_FALSE(decided.split_settled);
 }
 
 TEST_CASE("Divergence watch: resync, then give up when a step averaged in full leaves us apart again",
