@@ -282,7 +282,13 @@ TEST_CASE("All-reduce: a member that never shows up is banned as a sender and gi
     // The survivors' ranges: the mean of the three that sent. The dead reducer's range: untouched.
     CHECK(relative_error(vectors[i], without, 0, dead_begin) <= 1e-6);
     for (size_t k = dead_begin; k < group.length(); ++k) REQUIRE(vectors[i][k] == original[i][k]);
+    // Its whole share zeroed, the survivors hold the same values again; one member dropped out.
+    CHECK(zero_failed_shares(*results[i], group, vectors[i]) == 1);
+    for (size_t k = dead_begin; k < group.length(); ++k) REQUIRE(vectors[i][k] == 0.0f);
+    CHECK(relative_error(vectors[i], without, 0, dead_begin) <= 1e-6);
   }
+  CHECK(vectors[0] == vectors[1]);
+  CHECK(vectors[1] == vectors[2]);
 }
 
 TEST_CASE("All-reduce: a member with weight 0 takes part without contributing", "[net][avg]") {

@@ -374,3 +374,34 @@ TEST_CASE("Matchmaking: where a key holds one group, a latecomer learns it forme
   REQUIRE(other.wait_for(10s) == std::future_status::ready);
   CHECK(other.get().status().code() == Code::kCancelled);
 }
+
+TEST_CASE("Matchmaking: where a key holds one group, its leader's declaration outlives its deadline for latecomers",
+          "[net][avg]") {
+  // A and B form the key's group at once (all it expects); C comes after A's deadline, when A's declaration
+  // would have expired: A keeps it up two more matchmaking windows after forming, so C still finds A, hears
+  // that it looks no more and stops at once, instead of leading a group of its own to its deadline.
+  auto swarm = test::quiet_swarm(3);
+  zmq::context_t context;
+  const Bytes schema(wire::kSchemaHashBytes, 0x42);
+  std::vector<std::unique_ptr<Looker>> lookers;
+  for (size_t i = 0; i < 3; ++i) {
+    lookers.push_back(std::make_unique<Looker>(context, swarm->node(i), options_for(16, 2s)));
+    lookers.back()->matchmaker->set_one_group_per_key(true);
+  }
+  auto find = [&schema](Looker& l) {
+    return std::async(std::launch::async, [&l, &schema] { return l.matchmaker->find_group(schema, 100000, 2); });
+  };
+  const auto started = std::chrono::steady_clock::now();
+  auto fa = find(*lookers[0]);
+  auto fb = find(*lookers[1]);
+  REQUIRE(fa.get().is_ok());
+  REQUIRE(fb.get().is_ok());
+  std::this_thread::sleep_until(started + 2500ms);  // past both deadlines
+
+  const auto late_started = std::chrono::steady_clock::now();
+  auto late = find(*lookers[2]).get();
+  REQUIRE_FALSE(late.is_ok());
+  INFO(late.status().to_string());
+  CHECK(late.status().code() == Code::kRefused);  // not kTimeout, alone to its deadline
+  CHECK(std::chrono::steady_clock::now() - late_started < 1800ms);
+}

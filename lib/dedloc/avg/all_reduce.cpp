@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <set>
 
 #include "dedloc/avg/float_ops.hpp"
 #include "dedloc/avg/in_flight_window.hpp"
@@ -674,6 +675,21 @@ Result<AllReduceResult> AllReduce::run(const Group& group, std::span<float> vect
     if (finished_.size() > kFinishedRoundsRemembered) finished_.erase(finished_.begin());
   }
   return result;
+}
+
+size_t zero_failed_shares(const AllReduceResult& reduced, const Group& group, std::span<float> vector) {
+  std::set<crypto::PeerId> dropped(reduced.banned_senders.begin(), reduced.banned_senders.end());
+  for (const auto& id : reduced.failed_reducers) {
+    dropped.insert(id);
+    const auto index = group.index_of(id);
+    if (!index) continue;
+    for (const Part& part : group.parts_of(*index)) {
+      if (part.end > vector.size() || part.begin > part.end) continue;
+      std::fill(vector.begin() + static_cast<std::ptrdiff_t>(part.begin),
+                vector.begin() + static_cast<std::ptrdiff_t>(part.end), 0.0f);
+    }
+  }
+  return dropped.size();
 }
 
 }  // namespace dedloc::avg

@@ -136,6 +136,13 @@ struct AllReduceResult {
   Duration waited_for_senders{};
 };
 
+// Zeroes in `vector` the whole share of every reducer `reduced` gave up on in `group` (the round's) and
+// returns how many members dropped out of the round (reducers given up on, senders banned). A reducer that
+// died leaves every other member the average in the parts it answered before, and its own values in the
+// rest, a different mixture on each: zeroed, the members agree again (the cross-bucket stage's carriers,
+// train/trainer.cpp, which hand their values on to their groups).
+size_t zero_failed_shares(const AllReduceResult& reduced, const Group& group, std::span<float> vector);
+
 class ReducerRound;
 class FramePool;  // all_reduce.cpp
 

@@ -14,6 +14,9 @@ namespace {
 constexpr std::string_view kLog = "matchmaking";
 // How often a peer without followers looks again for earlier peers to join.
 constexpr Duration kPollInterval = std::chrono::milliseconds(200);
+// How long the store that keeps a formed group's declaration up may take (linger_locked): it runs beside
+// the all-reduce, and a latecomer that came meanwhile still sees the declaration as first stored.
+constexpr Duration kLingerStoreTimeout = std::chrono::seconds(2);
 
 }  // namespace
 
@@ -252,6 +255,7 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
       if (next == NextStep::kAssemble) {
         auto group = assemble_locked();
         if (group) last_search_.took = clock_.now() - started;
+        if (group && one_group && declared_) linger_locked(options_.group_key, address(), my_expiration);
         return group;
       }
       if (next == NextStep::kGiveUp) {
@@ -325,6 +329,18 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
       return stopping_ || formation_.full() || (formation_.grace_end() && clock_.now() >= *formation_.grace_end());
     });
   }
+}
+
+void Matchmaker::linger_locked(const std::string& key, const std::string& me, double expiration) {
+  // Never waits: a store still running (it would have to be a round ago) keeps the declaration as it is.
+  if (lingering_.valid() && lingering_.wait_for(Duration::zero()) != std::future_status::ready) return;
+  const double window = std::chrono::duration<double>(options_.matchmaking_time).count();
+  const double until = std::max(expiration, clock_.unix_seconds() + 2 * window);
+  lingering_ = std::async(std::launch::async, [&dht = dht_, log = log_, key = matchmaking_key(key), me,
+                                               value = options_.schema_hash, until] {
+    auto stored = dht.store(key, Bytes(me.begin(), me.end()), value, until, Deadline::after(kLingerStoreTimeout));
+    if (!stored) Logger::Line(log, LogLevel::kDebug, kLog) << "could not keep our declaration up: " << stored.status().to_string();
+  });
 }
 
 Result<Group> Matchmaker::assemble_locked() {

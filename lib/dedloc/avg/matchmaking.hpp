@@ -29,6 +29,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -163,6 +164,13 @@ class Matchmaker {
   Result<Group> assemble_locked();
   // Answers each of `dismissal`'s followers with its refusal. Under mutex_.
   void dismiss_locked(const Dismissal& dismissal);
+  // Under a key that holds one group (MatchmakingOptions::one_group_per_key), once the group we lead formed:
+  // our declaration stays up two more matchmaking windows (stored again in the background), so that a
+  // latecomer finds us, hears that we look no more and ends its search at once (kRefused). Declared until
+  // our deadline only, it was gone for those that came after: in the lab's 64-volunteer churn runs a pair
+  // or trio of a bucket's late trainers then led a group of their own to its deadline every few rounds,
+  // and their carrier came seconds late to the carriers' round. Under mutex_.
+  void linger_locked(const std::string& key, const std::string& me, double expiration);
   std::string address() const;
 
   dht::Node& dht_;
@@ -184,6 +192,8 @@ class Matchmaker {
   SearchReport last_search_;
   std::string quorum_round_;  // the group key of the last group we formed by quorum and grace
   size_t late_joiners_ = 0;
+  // linger_locked's store. Last: destroyed first, waiting for the store (bounded) before what it uses goes.
+  std::future<void> lingering_;
 };
 
 // The DHT key under which peers looking for a group declare themselves.

@@ -559,13 +559,19 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
     } else {
       round.across_bytes_sent += across->all_reduce.bytes_sent;
       const auto& reduced_across = across->all_reduce;
-      // Every bucket's average came when every bucket's carrier was in, none dropped on the way, and the
-      // whole vector came back averaged.
-      const bool whole_stage = reduced_across.averaged_fraction >= 1 && reduced_across.banned_senders.empty() &&
-                               reduced_across.failed_reducers.empty();
-      // Its buckets: the stage's carriers, less ours if it weighed nothing (others may have, too: a ranking).
-      const size_t held = across->group_size - (whole_bucket ? 0 : 1);
-      if (whole_stage && held > 0) buckets_averaged = static_cast<double>(held);
+      // A carrier that died in the stage leaves the others the stage's average everywhere but in its share,
+      // where each kept its own bucket's values (or some of its parts came back first): handed on so, every
+      // group would step on a model of its own (in 64-peer churn runs, a node killed in the carriers' round
+      // split the swarm into as many sets as it had buckets, which dozens of downloads then settled). Its
+      // whole share zeroed, the carriers agree again and skip that slice of the update alike, as a bucket's
+      // members do where their round lost a reducer (zero_unaveraged).
+      const size_t dropped = avg::zero_failed_shares(reduced_across, *averager.last_group(), vector);
+      // Its buckets: the stage's carriers, less ours if it weighed nothing (others may have, too: a ranking)
+      // and less those that dropped out.
+      const size_t counted = whole_bucket ? 0 : 1;
+      const size_t held = across->group_size > counted + dropped ? across->group_size - counted - dropped : 0;
+      const bool agreed = reduced_across.unweighed_parts == 0 && held > 0;  // one result on every carrier left
+      if (agreed) buckets_averaged = static_cast<double>(held);
       line << "carrying: averaged with " << across->group_size - 1 << " other carrier(s), ";
       // Fewer buckets than the round has: other carriers may have averaged more of them already. A bucket's
       // trainers that formed two groups send two carriers, and the late group's carrier meets other late
@@ -573,7 +579,7 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
       // 64-peer churn runs, each splitting its groups off the swarm's model until a resync downloaded the
       // state into every member). Their result keeps our groups on the model the most buckets step to,
       // without our samples. (Taking one merely as large, too, was measured and reverted: bench/lab/README.md.)
-      const std::uint64_t ours_held = whole_stage ? held : 0;
+      const std::uint64_t ours_held = agreed ? held : 0;
       std::optional<std::uint64_t> taken;
       if (ours_held < bucket.buckets) {
         line << "a larger carriers' result: ";
@@ -584,7 +590,7 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
       }
       if (taken) buckets_averaged = static_cast<double>(*taken);
       // For a carrier that comes after the others formed: what it takes in place of its own bucket's average.
-      if (taken || (whole_stage && held > 0)) averager.hold_result(stage, schema, vector, taken ? *taken : held);
+      if (taken || agreed) averager.hold_result(stage, schema, vector, taken ? *taken : held);
     }
   }
   // Kept for the receivers to mend their copies from (avg/round_result.hpp): what we hand on, in full.
