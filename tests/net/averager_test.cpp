@@ -149,6 +149,17 @@ struct ThreeTrainers {
     for (size_t k = 0; k < schema.length; ++k) worst = std::max(worst, std::abs(vectors[i][k] - mean(members, k)));
     return worst;
   }
+  // Waits (up to 10 s) until the DHT lists `holders` holders of the result of `round` (the listings are
+  // stored in the background): a fetch that began before the last landed would miss it.
+  void wait_listed(const std::string& round, size_t holders) {
+    const Deadline listed = Deadline::after(10s);
+    for (;;) {
+      auto found = swarm->node(2).get(wire::round_result_key("ahead_" + round), dht::GetMode::kLatest, listed);
+      if (found.is_ok() && found->has_value() && (*found)->entries.size() == holders) return;
+      REQUIRE_FALSE(listed.passed());
+      std::this_thread::sleep_for(50ms);
+    }
+  }
 };
 
 }  // namespace
@@ -260,15 +271,9 @@ TEST_CASE("Averager: a late member takes the result with the most contributions,
   // Two groups formed under one key, one of them of more contributions than the other.
   t.averagers[0]->hold_result("grad.7.x", t.schema, t.vectors[0], 1);
   t.averagers[1]->hold_result("grad.7.x", t.schema, t.vectors[1], 3);
-  // The listings are stored in the background: a fetch that began before the second one landed would take
-  // the first (what a late member does: the best of what is listed).
-  const Deadline listed = Deadline::after(10s);
-  for (;;) {
-    auto found = t.swarm->node(2).get(wire::round_result_key("ahead_grad.7.x"), dht::GetMode::kLatest, listed);
-    if (found.is_ok() && found->has_value() && (*found)->entries.size() == 2) break;
-    REQUIRE_FALSE(listed.passed());
-    std::this_thread::sleep_for(50ms);
-  }
+  // A fetch that began before the second listing landed would take the first (what a late member does:
+  // the best of what is listed).
+  t.wait_listed("grad.7.x", 2);
   std::vector<float> late(t.schema.length);
   auto fetched = t.averagers[2]->fetch_result("grad.7.x", t.schema, late, Deadline::after(10s));
   REQUIRE(fetched.is_ok());
@@ -305,13 +310,7 @@ TEST_CASE("Averager: a receiver whose carrier died takes the ranges it missed fr
   ThreeTrainers t;
   t.averagers[0]->hold_result("grad.7.x", t.schema, t.vectors[0], 2);
   t.averagers[1]->hold_result("grad.7.x", t.schema, t.vectors[1], 3);
-  const Deadline listed = Deadline::after(10s);
-  for (;;) {
-    auto found = t.swarm->node(2).get(wire::round_result_key("ahead_grad.7.x"), dht::GetMode::kLatest, listed);
-    if (found.is_ok() && found->has_value() && (*found)->entries.size() == 2) break;
-    REQUIRE_FALSE(listed.passed());
-    std::this_thread::sleep_for(50ms);
-  }
+  t.wait_listed("grad.7.x", 2);
   std::vector<float> mine(t.schema.length, 5.0f);
   auto rest = t.averagers[2]->fetch_result_ranges("grad.7.x", t.schema, mine, {{10, 20}, {30, 31}}, 2,
                                                   Deadline::after(10s));
