@@ -240,7 +240,8 @@ Result<FetchedResult> Averager::fetch_result_ranges(const std::string& what, con
                                                     std::span<float> vector, const ElementRanges& ranges,
                                                     std::uint64_t contributions, Deadline deadline) {
   return fetch_round_result_ranges(dht_, *client_, options_.run_id + "_" + what, schema.hash, vector, ranges,
-                                   contributions, deadline, options_.role == AvgRole::kClient ? "" : dialable_endpoint());
+                                   contributions, deadline,
+                                   options_.role == AvgRole::kClient ? "" : dialable_endpoint());
 }
 
 Result<FetchedResult> Averager::fetch_result_from(const Member& holder, const std::string& what,

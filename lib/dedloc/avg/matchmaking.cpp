@@ -339,7 +339,9 @@ void Matchmaker::linger_locked(const std::string& key, const std::string& me, do
   lingering_ = std::async(std::launch::async, [&dht = dht_, log = log_, key = matchmaking_key(key), me,
                                                value = options_.schema_hash, until] {
     auto stored = dht.store(key, Bytes(me.begin(), me.end()), value, until, Deadline::after(kLingerStoreTimeout));
-    if (!stored) Logger::Line(log, LogLevel::kDebug, kLog) << "could not keep our declaration up: " << stored.status().to_string();
+    if (!stored) {
+      Logger::Line(log, LogLevel::kDebug, kLog) << "could not keep our declaration up: " << stored.status().to_string();
+    }
   });
 }
 

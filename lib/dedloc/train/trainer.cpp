@@ -537,7 +537,8 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
     // Parts kept unaveraged (a reducer lost: zeros there) put it in at weight 0, and we hand on the others'
     // average.
     const auto& reduced = round.group->all_reduce;
-    const double bucket_weight = reduced.averaged_fraction >= 1 && reduced.unweighed_parts == 0 ? reduced.least_weight : 0.0;
+    const double bucket_weight =
+        reduced.averaged_fraction >= 1 && reduced.unweighed_parts == 0 ? reduced.least_weight : 0.0;
     const bool whole_bucket = bucket_weight > 0;
     if (!whole_bucket) {
       line << "our bucket at weight 0 (" << 100 * reduced.averaged_fraction << "% averaged), ";

@@ -128,8 +128,8 @@ TEST_CASE("Divergence: a split that the records one epoch behind would keep unde
                                 record(4, 0xD)},
                                record(5, 0xB)).diverged);
   // A set that leads by more than the unknown is decided as before, not "settled".
-  const auto decided = judge_divergence({record(5, 0xA), record(5, 0xA), record(5, 0xA), record(5, 0xA), record(4, 0xD)},
-                                        record(5, 0xB));
+  const auto decided = judge_divergence(
+      {record(5, 0xA), record(5, 0xA), record(5, 0xA), record(5, 0xA), record(4, 0xD)}, record(5, 0xB));
   CHECK(decided.diverged);
   CHECK_FALSE(decided.split_settled);
 }
