@@ -49,6 +49,20 @@ MatchmakingOptions options_for(size_t target, Duration time = 3s) {
   return o;
 }
 
+// One Looker on each of the first `n` nodes of `swarm`, each with `options`.
+std::vector<std::unique_ptr<Looker>> lookers_on(dht::LocalSwarm& swarm, zmq::context_t& context, size_t n,
+                                                const MatchmakingOptions& options) {
+  std::vector<std::unique_ptr<Looker>> lookers;
+  for (size_t i = 0; i < n; ++i) lookers.push_back(std::make_unique<Looker>(context, swarm.node(i), options));
+  return lookers;
+}
+
+// find_group in the background, for options_for's schema and length, knowing of `expected` peers.
+std::future<Result<Group>> find_in_background(Looker& l, size_t expected) {
+  return std::async(std::launch::async, [&l, expected] {
+    return l.matchmaker->find_group(Bytes(wire::kSchemaHashBytes, 0x42), 100000, expected);
+  });
+}
 
 std::vector<Result<Group>> find_all(std::vector<std::unique_ptr<Looker>>& lookers) {
   std::vector<std::future<Result<Group>>> futures;
@@ -347,20 +361,15 @@ TEST_CASE("Matchmaking: where a key holds one group, a latecomer learns it forme
   // (Each latecomer's matchmaking time is A's: starting later, it comes after A in leader order and asks it.)
   auto swarm = test::quiet_swarm(4);
   zmq::context_t context;
-  const Bytes schema(wire::kSchemaHashBytes, 0x42);
-  std::vector<std::unique_ptr<Looker>> lookers;
-  for (size_t i = 0; i < 4; ++i) lookers.push_back(std::make_unique<Looker>(context, swarm->node(i), options_for(16, 20s)));
-  auto find = [&schema](Looker& l, size_t expected) {
-    return std::async(std::launch::async, [&l, &schema, expected] { return l.matchmaker->find_group(schema, 100000, expected); });
-  };
-  auto fa = find(*lookers[0], 2);
-  auto fb = find(*lookers[1], 2);
+  auto lookers = lookers_on(*swarm, context, 4, options_for(16, 20s));
+  auto fa = find_in_background(*lookers[0], 2);
+  auto fb = find_in_background(*lookers[1], 2);
   REQUIRE(fa.get().is_ok());
   REQUIRE(fb.get().is_ok());
 
   lookers[2]->matchmaker->set_one_group_per_key(true);
   auto started = std::chrono::steady_clock::now();
-  auto late = find(*lookers[2], 2).get();
+  auto late = find_in_background(*lookers[2], 2).get();
   const auto late_took = std::chrono::steady_clock::now() - started;
   REQUIRE_FALSE(late.is_ok());
   INFO(late.status().to_string());
@@ -368,7 +377,7 @@ TEST_CASE("Matchmaking: where a key holds one group, a latecomer learns it forme
   CHECK(late.status().message().find("formed without us") != std::string::npos);
   CHECK(late_took < 10s);  // not its 20 s
 
-  auto other = find(*lookers[3], 2);
+  auto other = find_in_background(*lookers[3], 2);
   CHECK(other.wait_for(4s) == std::future_status::timeout);  // still leading, alone
   lookers[3]->matchmaker->stop();
   REQUIRE(other.wait_for(10s) == std::future_status::ready);
@@ -382,24 +391,17 @@ TEST_CASE("Matchmaking: where a key holds one group, its leader's declaration ou
   // that it looks no more and stops at once, instead of leading a group of its own to its deadline.
   auto swarm = test::quiet_swarm(3);
   zmq::context_t context;
-  const Bytes schema(wire::kSchemaHashBytes, 0x42);
-  std::vector<std::unique_ptr<Looker>> lookers;
-  for (size_t i = 0; i < 3; ++i) {
-    lookers.push_back(std::make_unique<Looker>(context, swarm->node(i), options_for(16, 2s)));
-    lookers.back()->matchmaker->set_one_group_per_key(true);
-  }
-  auto find = [&schema](Looker& l) {
-    return std::async(std::launch::async, [&l, &schema] { return l.matchmaker->find_group(schema, 100000, 2); });
-  };
+  auto lookers = lookers_on(*swarm, context, 3, options_for(16, 2s));
+  for (auto& l : lookers) l->matchmaker->set_one_group_per_key(true);
   const auto started = std::chrono::steady_clock::now();
-  auto fa = find(*lookers[0]);
-  auto fb = find(*lookers[1]);
+  auto fa = find_in_background(*lookers[0], 2);
+  auto fb = find_in_background(*lookers[1], 2);
   REQUIRE(fa.get().is_ok());
   REQUIRE(fb.get().is_ok());
   std::this_thread::sleep_until(started + 2500ms);  // past both deadlines
 
   const auto late_started = std::chrono::steady_clock::now();
-  auto late = find(*lookers[2]).get();
+  auto late = find_in_background(*lookers[2], 2).get();
   REQUIRE_FALSE(late.is_ok());
   INFO(late.status().to_string());
   CHECK(late.status().code() == Code::kRefused);  // not kTimeout, alone to its deadline

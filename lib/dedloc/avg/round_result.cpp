@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -160,6 +161,21 @@ Result<std::uint64_t> fetch_from(net::Client& client, const Holder& holder, cons
   return contributions;
 }
 
+// The `ranges` of the result from the first of `holders`, in their order, that answers whole by `deadline`;
+// nullopt otherwise, with the last failure in `last`.
+std::optional<FetchedResult> fetch_from_first(net::Client& client, const std::vector<Holder>& holders,
+                                              const std::string& round, const Bytes& schema_hash,
+                                              std::span<float> into, const ElementRanges& ranges, Deadline deadline,
+                                              Status& last) {
+  for (const auto& holder : holders) {
+    if (deadline.passed()) break;
+    auto fetched = fetch_from(client, holder, round, schema_hash, into, ranges, deadline);
+    if (fetched) return FetchedResult{holder.address.to_string(), *fetched};
+    last = fetched.status().with_context(holder.address.to_string());
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, const std::string& round,
@@ -172,11 +188,9 @@ Result<FetchedResult> fetch_round_result(dht::Node& dht, net::Client& client, co
     if (!holders) {
       last = holders.status();
     } else {
-      for (const auto& holder : *holders) {
-        if (deadline.passed()) break;
-        auto fetched = fetch_from(client, holder, round, schema_hash, into, {{0, into.size()}}, deadline);
-        if (fetched) return FetchedResult{holder.address.to_string(), *fetched};
-        last = fetched.status().with_context(holder.address.to_string());
+      if (auto fetched = fetch_from_first(client, *holders, round, schema_hash, into, {{0, into.size()}}, deadline,
+                                          last)) {
+        return *fetched;
       }
       if (more_than > 0 && holders->empty()) {
         return error(Code::kNotFound, "no holder of '" + round + "' with more than " + std::to_string(more_than) +
@@ -206,11 +220,8 @@ Result<FetchedResult> fetch_round_result_ranges(dht::Node& dht, net::Client& cli
     } else {
       std::erase_if(*holders, [&](const Holder& h) { return h.contributions != contributions; });
       std::shuffle(holders->begin(), holders->end(), random);
-      for (const auto& holder : *holders) {
-        if (deadline.passed()) break;
-        auto fetched = fetch_from(client, holder, round, schema_hash, into, ranges, deadline);
-        if (fetched) return FetchedResult{holder.address.to_string(), *fetched};
-        last = fetched.status().with_context(holder.address.to_string());
+      if (auto fetched = fetch_from_first(client, *holders, round, schema_hash, into, ranges, deadline, last)) {
+        return *fetched;
       }
     }
     std::this_thread::sleep_for(std::min<Duration>(kRelist, deadline.remaining()));
