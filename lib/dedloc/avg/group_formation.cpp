@@ -305,6 +305,12 @@ bool GroupFormation::holds(const crypto::PeerId& follower) const {
   return std::any_of(followers_.begin(), followers_.end(), [&](const Follower& f) { return f.member.id == follower; });
 }
 
+Bytes formed_declaration(const Bytes& schema_hash) {
+  Bytes value = schema_hash;
+  value.push_back(kFormedMarker);
+  return value;
+}
+
 EarlierPeers earlier_peers(const std::vector<dht::FoundEntry>& entries, const crypto::PeerId& self,
                            const Bytes& schema_hash, double my_expiration) {
   struct Candidate {
@@ -313,10 +319,15 @@ EarlierPeers earlier_peers(const std::vector<dht::FoundEntry>& entries, const cr
   };
   EarlierPeers out;
   std::vector<Candidate> earlier;
+  const Bytes formed = formed_declaration(schema_hash);
   for (const auto& entry : entries) {
     if (!entry.subkey) continue;
     auto address = net::PeerAddress::parse(std::string(entry.subkey->begin(), entry.subkey->end()));
     if (!address || !address->peer_id || *address->peer_id == self) continue;
+    if (entry.value == formed) {
+      out.formed = std::move(*address);
+      continue;
+    }
     ++out.looking;
     if (entry.value != schema_hash) {
       ++out.other_schema;

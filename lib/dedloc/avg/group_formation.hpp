@@ -197,16 +197,26 @@ class GroupFormation {
   TimePoint released_at_{};
 };
 
+// The value a leader declares under the key once its group formed there (Matchmaker::linger_locked): the
+// schema hash followed by kFormedMarker. Such a declaration outlives the leader's search, and with it the
+// leader order: it says that the key's group formed, whoever reads it. (Kept up as a plain declaration,
+// with its later expiration, it came after the declarations of the latecomers it was kept up for: those
+// that could lead never asked it, and led a group of their own to their deadline.)
+inline constexpr std::uint8_t kFormedMarker = 'F';
+Bytes formed_declaration(const Bytes& schema_hash);
+
 // The peers declared under our matchmaking key (subkey: address, value: schema hash, expiration) that come
 // before us in leader order: earlier expiration first, ties to the smaller id. Merges flow only toward them,
 // so they cannot cycle. Entries that are us, unparsable, or of another schema are skipped (and counted).
 // A peer that cannot lead (client mode: nobody can dial it) never takes followers and so never merges: it
-// passes an infinite expiration and gets every declared leader.
+// passes an infinite expiration and gets every declared leader. A formed group's declaration
+// (formed_declaration, of our schema) is no leader to ask: it is reported apart, whatever its expiration.
 struct EarlierPeers {
   std::vector<net::PeerAddress> leaders;  // in leader order
   std::vector<double> expirations;        // each leader's declaration expiration (unix seconds), same order
-  size_t looking = 0;                     // other peers declared
+  size_t looking = 0;                     // other peers declared, still looking
   size_t other_schema = 0;                // of them, with another tensor schema
+  std::optional<net::PeerAddress> formed;  // the leader of a group of our schema that formed under the key
 };
 EarlierPeers earlier_peers(const std::vector<dht::FoundEntry>& entries, const crypto::PeerId& self,
                            const Bytes& schema_hash, double my_expiration);

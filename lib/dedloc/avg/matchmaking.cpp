@@ -273,6 +273,11 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
     std::deque<std::pair<net::PeerAddress, double>> queue;  // a leader and its expiration (0: unknown)
     auto found = earlier_peers(can_lead ? my_expiration : std::numeric_limits<double>::infinity(),
                                search.matchmaking_time, deadline, seen);
+    if (one_group && found.formed) {
+      // The key's one group formed, and its leader says so (linger_locked): nobody to ask.
+      std::lock_guard lock(mutex_);
+      return formed_without_us_locked(found.formed->to_string() + " leads it");
+    }
     for (size_t i = 0; i < found.leaders.size(); ++i) queue.emplace_back(std::move(found.leaders[i]), found.expirations[i]);
     std::set<std::string> tried;
     while (!queue.empty() && !deadline.passed(clock_) && !stopping()) {
@@ -315,11 +320,8 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
       Logger::Line(log_, LogLevel::kDebug, kLog) << "not taken by " << last_refusal;
       if (one_group && outcome.refusal == wire::JoinRefusal::kNotLooking) {
         // It declared itself under our key and looks no more: the key's one group formed (or its leader gave
-        // up). Leading a group of latecomers until our deadline would only hold them there too; our
-        // followers hear the same answer and end their searches the same way.
-        const std::string why = "the group under '" + options_.group_key + "' formed without us";
-        dismiss_locked(formation_.give_up(why));
-        return error(Code::kRefused, why + " (" + last_refusal + ")");
+        // up).
+        return formed_without_us_locked(last_refusal);
       }
     }
     std::unique_lock lock(mutex_);
@@ -331,13 +333,21 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
   }
 }
 
+Status Matchmaker::formed_without_us_locked(const std::string& how_we_know) {
+  // Leading a group of latecomers until our deadline would only hold them there too; our followers hear the
+  // same answer and end their searches the same way.
+  const std::string why = "the group under '" + options_.group_key + "' formed without us";
+  dismiss_locked(formation_.give_up(why));
+  return error(Code::kRefused, why + " (" + how_we_know + ")");
+}
+
 void Matchmaker::linger_locked(const std::string& key, const std::string& me, double expiration) {
   // Never waits: a store still running (it would have to be a round ago) keeps the declaration as it is.
   if (lingering_.valid() && lingering_.wait_for(Duration::zero()) != std::future_status::ready) return;
   const double window = std::chrono::duration<double>(options_.matchmaking_time).count();
   const double until = std::max(expiration, clock_.unix_seconds() + 2 * window);
   lingering_ = std::async(std::launch::async, [&dht = dht_, log = log_, key = matchmaking_key(key), me,
-                                               value = options_.schema_hash, until] {
+                                               value = formed_declaration(options_.schema_hash), until] {
     auto stored = dht.store(key, Bytes(me.begin(), me.end()), value, until, Deadline::after(kLingerStoreTimeout));
     if (!stored) {
       Logger::Line(log, LogLevel::kDebug, kLog) << "could not keep our declaration up: " << stored.status().to_string();

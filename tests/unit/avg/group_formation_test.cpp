@@ -650,6 +650,33 @@ TEST_CASE("Group formation: earlier peers come in leader order: earlier expirati
   CHECK(found.other_schema == 1);
   // Seen from the earliest, nobody comes first: merges cannot cycle.
   CHECK(earlier_peers(entries, ids[4], kSchema, 100).leaders.empty());
+  CHECK_FALSE(found.formed);
+}
+
+TEST_CASE("Group formation: a formed group's declaration is no leader to ask, however late it expires",
+          "[unit][avg][matchmaking]") {
+  std::mt19937_64 rng(12);
+  const crypto::PeerId self = random_id(rng), formed_leader = random_id(rng), looking = random_id(rng);
+  auto entry = [](const crypto::PeerId& id, double expiration, const Bytes& value) {
+    const std::string address = net::PeerAddress{"tcp://10.0.0.1:5000", id}.to_string();
+    return dht::FoundEntry{Bytes(address.begin(), address.end()), value, expiration};
+  };
+  // Kept up two windows past its forming, it expires after us: as a plain declaration it came later.
+  const std::vector<dht::FoundEntry> entries{entry(formed_leader, 400, formed_declaration(kSchema)),
+                                             entry(looking, 100, kSchema)};
+  auto found = earlier_peers(entries, self, kSchema, 200);
+  REQUIRE(found.formed);
+  CHECK(found.formed->peer_id == formed_leader);
+  REQUIRE(found.leaders.size() == 1);  // only the one still looking
+  CHECK(found.leaders[0].peer_id == looking);
+  CHECK(found.looking == 1);
+  // A formed group of another schema says nothing of ours.
+  const Bytes other(wire::kSchemaHashBytes, 1);
+  auto theirs = earlier_peers({entry(formed_leader, 400, formed_declaration(other))}, self, kSchema, 200);
+  CHECK_FALSE(theirs.formed);
+  CHECK(theirs.other_schema == 1);
+  // Nor is our own (a search of ours that formed under the key before) a group formed without us.
+  CHECK_FALSE(earlier_peers({entry(self, 400, formed_declaration(kSchema))}, self, kSchema, 200).formed);
 }
 
 // Quorum and grace (Search::grace): a leader that expects more peers than come forms its group once a
