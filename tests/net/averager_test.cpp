@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <future>
+#include <set>
 #include <thread>
 
 #include "dedloc/avg/averager.hpp"
@@ -300,6 +301,24 @@ TEST_CASE("Averager: a late member takes the result with the most contributions,
   const VectorSchema other{Bytes(wire::kSchemaHashBytes, 0x77), t.schema.length};
   auto wrong = t.averagers[2]->fetch_result("grad.8.x", other, late, Deadline::after(1s));
   CHECK(wrong.status().code() == Code::kTimeout);
+}
+
+TEST_CASE("Averager: readers of a round's result spread over the holders of as many contributions", "[net][avg]") {
+  // Carriers that averaged together hold the same result, listed with as many contributions. The readers of
+  // that listing come many at once (a dead carrier's receivers, a bucket's latecomers): each asks them in
+  // an order of its own, not all of them the first listed.
+  ThreeTrainers t;
+  t.averagers[0]->hold_result("grad.9.x", t.schema, t.vectors[0], 2);
+  t.averagers[1]->hold_result("grad.9.x", t.schema, t.vectors[1], 2);
+  t.wait_listed("grad.9.x", 2);
+  std::set<std::string> holders;
+  std::vector<float> late(t.schema.length);
+  for (int i = 0; i < 24 && holders.size() < 2; ++i) {  // the same holder 24 times: 1 in 2^23 by chance
+    auto fetched = t.averagers[2]->fetch_result("grad.9.x", t.schema, late, Deadline::after(10s));
+    REQUIRE(fetched.is_ok());
+    holders.insert(fetched->holder);
+  }
+  CHECK(holders.size() == 2);
 }
 
 TEST_CASE("Averager: a receiver whose carrier died takes the ranges it missed from a holder of as many buckets",

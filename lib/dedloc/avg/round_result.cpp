@@ -108,7 +108,9 @@ struct Holder {
 };
 
 // The holders listed for `round` whose record matches the result wanted, with more than `more_than`
-// contributions, the most first.
+// contributions, the most first, and among holders of as many in an order of this call's own: the readers of
+// one listing are many at once (a dead carrier's receivers, a bucket's latecomers), and in the listing's
+// order they all asked the same holder, a carrier busy handing the result on to its own group.
 Result<std::vector<Holder>> list_holders(dht::Node& dht, const std::string& round, const Bytes& schema_hash,
                                          std::uint64_t length, const std::string& self_endpoint,
                                          std::uint64_t more_than, Deadline deadline) {
@@ -124,6 +126,8 @@ Result<std::vector<Holder>> list_holders(dht::Node& dht, const std::string& roun
     if (record->schema_hash != schema_hash || record->length != length || record->contributions <= more_than) continue;
     holders.push_back({std::move(*address), record->contributions});
   }
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  std::shuffle(holders.begin(), holders.end(), random);
   std::stable_sort(holders.begin(), holders.end(),
                    [](const Holder& a, const Holder& b) { return a.contributions > b.contributions; });
   return holders;
@@ -212,14 +216,12 @@ Result<FetchedResult> fetch_round_result_ranges(dht::Node& dht, net::Client& cli
   if (contributions == 0) return error(Code::kInvalidArgument, "a listed result holds at least one contribution");
   Status last = error(Code::kTimeout, "no holder of '" + round + "' with " + std::to_string(contributions) +
                                           " contributions listed");
-  std::mt19937_64 random{std::random_device{}()};
   while (!deadline.passed()) {
     auto holders = list_holders(dht, round, schema_hash, into.size(), self_endpoint, contributions - 1, deadline);
     if (!holders) {
       last = holders.status();
     } else {
       std::erase_if(*holders, [&](const Holder& h) { return h.contributions != contributions; });
-      std::shuffle(holders->begin(), holders->end(), random);
       if (auto fetched = fetch_from_first(client, *holders, round, schema_hash, into, ranges, deadline, last)) {
         return *fetched;
       }

@@ -13,7 +13,8 @@
 //                   marker of the run's authority
 // An empty value under an owned subkey is a withdrawn record (its peer left); readers skip it. Matchmaking
 // declarations ("{run}_{round}_matchmaking", the raw schema hash under the peer's address, for the seconds a
-// search lasts) stay with the matchmaker, avg/matchmaking.hpp.
+// search lasts; the hash and 'F' once a one-group key's group formed) stay with the matchmaker,
+// avg/matchmaking.hpp and avg/group_formation.hpp.
 //
 // Only encoding lives here: nothing talks to a DHT. Each family's module publishes and reads its records
 // through these functions (collab/progress.hpp, avg/state_transfer.hpp, avg/averager.hpp,
