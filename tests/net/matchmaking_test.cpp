@@ -410,31 +410,36 @@ TEST_CASE("Matchmaking: where a key holds one group, its leader's declaration ou
 
 TEST_CASE("Matchmaking: a latecomer that could lead, within a window of the key's group forming, hears it formed",
           "[net][avg]") {
-  // A searches ahead (held, as a trainer still computing) and B joins it at once; A's step releases the search
-  // 1.5 s later and the key's group forms. C (it can lead) comes at 2.3 s, after B's declaration expired (at
-  // 2 s) and within a window of the group's forming. A's declaration, kept up two windows past the forming
-  // (5.5 s), expires after C's own (4.3 s): in leader order A comes after C, so C would never ask it and
-  // would lead a group of its own to its deadline. A declares the group formed instead: C reads that and
-  // stops at once.
+  // A searches ahead (held, as a trainer still computing) expecting 3, and B joins it at once; A's step
+  // releases the search 1.5 s later, and a quorum's grace (200 ms) forms the key's group without the third.
+  // C (it can lead) comes at 2.3 s, after B's declaration expired (at 2.1 s) and within a window of the
+  // group's forming. A's declaration, kept up two windows past the forming (5.7 s), expires after C's own
+  // (4.3 s): in leader order A comes after C, so C would never ask it and would lead a group of its own to
+  // its deadline. A declares the group formed instead: C asks it first, hears it looks no more and stops at
+  // once, and A counts C as a peer its grace left out.
   auto swarm = test::quiet_swarm(3);
   zmq::context_t context;
-  auto lookers = lookers_on(*swarm, context, 3, options_for(16, 2s));
+  auto options = options_for(16, 2s);
+  options.grace = 200ms;
+  auto lookers = lookers_on(*swarm, context, 3, options);
   for (auto& l : lookers) l->matchmaker->set_one_group_per_key(true);
   const auto started = std::chrono::steady_clock::now();
   lookers[0]->matchmaker->hold();
-  auto fa = find_in_background(*lookers[0], 2);
+  auto fa = find_in_background(*lookers[0], 3);
   std::this_thread::sleep_for(100ms);  // A leads: it declared first
-  auto fb = find_in_background(*lookers[1], 2);
+  auto fb = find_in_background(*lookers[1], 3);
   std::this_thread::sleep_until(started + 1500ms);
   lookers[0]->matchmaker->release();
   REQUIRE(fa.get().is_ok());
   REQUIRE(fb.get().is_ok());
+  CHECK(lookers[0]->matchmaker->last_search().by_quorum);
   std::this_thread::sleep_until(started + 2300ms);
 
   const auto late_started = std::chrono::steady_clock::now();
-  auto late = find_in_background(*lookers[2], 2).get();
+  auto late = find_in_background(*lookers[2], 3).get();
   REQUIRE_FALSE(late.is_ok());
   INFO(late.status().to_string());
   CHECK(late.status().code() == Code::kRefused);  // not kTimeout, alone to its deadline
   CHECK(std::chrono::steady_clock::now() - late_started < 1500ms);
+  CHECK(lookers[0]->matchmaker->take_late_joiners() == 1);
 }

@@ -199,7 +199,7 @@ class GroupFormation {
 
 // The value a leader declares under the key once its group formed there (Matchmaker::linger_locked): the
 // schema hash followed by kFormedMarker. Such a declaration outlives the leader's search, and with it the
-// leader order: it says that the key's group formed, whoever reads it. (Kept up as a plain declaration,
+// leader order: it says that the key's group formed, whoever reads it (Matchmaker asks that leader first). (Kept up as a plain declaration,
 // with its later expiration, it came after the declarations of the latecomers it was kept up for: those
 // that could lead never asked it, and led a group of their own to their deadline.)
 inline constexpr std::uint8_t kFormedMarker = 'F';

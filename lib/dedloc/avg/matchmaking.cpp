@@ -17,6 +17,9 @@ constexpr Duration kPollInterval = std::chrono::milliseconds(200);
 // How long the store that keeps a formed group's declaration up may take (linger_locked): it runs beside
 // the all-reduce, and a latecomer that came meanwhile still sees the declaration as first stored.
 constexpr Duration kLingerStoreTimeout = std::chrono::seconds(2);
+// How long a latecomer asks the leader of its key's formed group before it stops anyway: it answers at
+// once when alive (not looking), and a dead one must not hold the latecomer to its deadline.
+constexpr Duration kFormedAskTimeout = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -273,10 +276,14 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
     std::deque<std::pair<net::PeerAddress, double>> queue;  // a leader and its expiration (0: unknown)
     auto found = earlier_peers(can_lead ? my_expiration : std::numeric_limits<double>::infinity(),
                                search.matchmaking_time, deadline, seen);
+    // The key's one group formed, and its leader says so (linger_locked): we ask it first, whatever the
+    // leader order, and stop on its answer (not looking), or on none. Asked, it counts us late where a
+    // quorum's grace formed its group (take_late_joiners), which a search that stopped on reading alone
+    // would keep from it.
+    std::optional<std::string> formed_leader;
     if (one_group && found.formed) {
-      // The key's one group formed, and its leader says so (linger_locked): nobody to ask.
-      std::lock_guard lock(mutex_);
-      return formed_without_us_locked(found.formed->to_string() + " leads it");
+      formed_leader = found.formed->to_string();
+      queue.emplace_front(std::move(*found.formed), 0.0);
     }
     for (size_t i = 0; i < found.leaders.size(); ++i) queue.emplace_back(std::move(found.leaders[i]), found.expirations[i]);
     std::set<std::string> tried;
@@ -293,6 +300,9 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
           wait = Deadline{can_lead || leader_expiration <= 0
                               ? formation_.answer_deadline(!companions->empty(), clock_.now(), clock_.unix_seconds())
                               : formation_.client_answer_deadline(leader_expiration, clock_.now(), clock_.unix_seconds())};
+          if (formed_leader && leader.to_string() == *formed_leader) {
+            wait = Deadline{std::min(wait.at, clock_.now() + kFormedAskTimeout)};
+          }
         }
       }
       if (!companions) break;  // followers filled our group meanwhile: we lead
@@ -318,9 +328,10 @@ Result<Group> Matchmaker::search(size_t expected_peers) {
       if (outcome.other_leader) queue.emplace_front(*outcome.other_leader, 0.0);
       last_refusal = leader.to_string() + ": " + outcome.why;
       Logger::Line(log_, LogLevel::kDebug, kLog) << "not taken by " << last_refusal;
-      if (one_group && outcome.refusal == wire::JoinRefusal::kNotLooking) {
-        // It declared itself under our key and looks no more: the key's one group formed (or its leader gave
-        // up).
+      if (one_group && (outcome.refusal == wire::JoinRefusal::kNotLooking ||
+                        (formed_leader && leader.to_string() == *formed_leader))) {
+        // It declared itself under our key and looks no more, or declared the key's group formed: the key's
+        // one group formed (or its leader gave up).
         return formed_without_us_locked(last_refusal);
       }
     }
