@@ -199,9 +199,10 @@ class GroupFormation {
 
 // The value a leader declares under the key once its group formed there (Matchmaker::linger_locked): the
 // schema hash followed by kFormedMarker. Such a declaration outlives the leader's search, and with it the
-// leader order: it says that the key's group formed, whoever reads it (Matchmaker asks that leader first). (Kept up as a plain declaration,
-// with its later expiration, it came after the declarations of the latecomers it was kept up for: those
-// that could lead never asked it, and led a group of their own to their deadline.)
+// leader order: it says that the key's group formed, whoever reads it (the Matchmaker asks that leader
+// first). Kept up as a plain declaration, with its later expiration, it came after the declarations of the
+// latecomers it was kept up for: those that could lead never asked it, and led a group of their own to
+// their deadline.
 inline constexpr std::uint8_t kFormedMarker = 'F';
 Bytes formed_declaration(const Bytes& schema_hash);
 

@@ -58,11 +58,11 @@ struct MatchmakingOptions {
   size_t min_group_size = kDefaultMinGroupSize;
   Duration matchmaking_time = kDefaultMatchmakingTime;      // how long to look before giving up
   Duration grace{};  // Search::grace: a quorum's grace for the rest of the expected peers (zero: none)
-  // Each key holds one group (a group bucket's key: collab/group_buckets.hpp): a declaration under our key
-  // saying its group formed (its leader's, Matchmaker::linger_locked), or an earlier peer declared there that
-  // answers it is no longer looking (its group formed, or it gave up), means the key's group is decided
-  // without us, and the search ends at once, with kRefused. Otherwise the search
-  // leads a group of its own until its deadline: where a key holds several groups, the next may yet form.
+  // Each key holds one group (a group bucket's key: collab/group_buckets.hpp): a peer declared under our key
+  // that answers it is no longer looking (its group formed, or it gave up), asked in leader order or first
+  // where its declaration says its group formed (Matchmaker::linger_locked), means the key's group is
+  // decided without us, and the search ends at once, with kRefused. Otherwise the search leads a group of
+  // its own until its deadline: where a key holds several groups, the next may yet form.
   bool one_group_per_key = false;
   std::uint64_t part_elements = default_part_elements();  // the part grid a leader announces
   // Where others dial our averaging server; empty: its bound endpoint, a wildcard host replaced by the
@@ -170,10 +170,10 @@ class Matchmaker {
   Status formed_without_us_locked(const std::string& how_we_know);
   // Under a key that holds one group (MatchmakingOptions::one_group_per_key), once the group we lead formed:
   // we declare it formed (formed_declaration) for two more matchmaking windows (stored in the background),
-  // so that a latecomer reads it and ends its search at once (kRefused). Declared until our deadline only,
-  // it was gone for those that came after: in the lab's 64-volunteer churn runs a pair or trio of a bucket's
-  // late trainers then led a group of their own to its deadline every few rounds, and their carrier came
-  // seconds late to the carriers' round. Under mutex_.
+  // so that a latecomer reads it, asks us first, hears that we look no more and ends its search (kRefused).
+  // Declared until our deadline only, it was gone for those that came after: in the lab's 64-volunteer churn
+  // runs a pair or trio of a bucket's late trainers then led a group of their own to its deadline every few
+  // rounds, and their carrier came seconds late to the carriers' round. Under mutex_.
   void linger_locked(const std::string& key, const std::string& me, double expiration);
   std::string address() const;
 

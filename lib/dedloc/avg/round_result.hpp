@@ -19,8 +19,9 @@
 // Fetching (fetch_round_result): read the listing, ask the holders with the most contributions first, one
 // after another, each reader in an order of its own among holders of as many (in the listing's order, the
 // receivers of a dead carrier and a bucket's latecomers, 8 to 24 at once in the lab's churn runs, all took
-// the whole result from one carrier while it handed it on to its own group); a holder that fails (gone, holds another round by now, answers with another schema or
-// length, or is not the peer its address names) is passed over. While nobody is listed the round may still
+// the whole result from one carrier while it handed it on to its own group); a holder that fails (gone,
+// holds another round by now, answers with another schema or length, or is not the peer its address
+// names) is passed over. While nobody is listed the round may still
 // be running: the listing is read again every 300 ms until the deadline.
 //
 // Mending a hand-on. A carrier hands its values to its group's trainers in a round where each of them
