@@ -64,6 +64,17 @@ std::future<Result<Group>> find_in_background(Looker& l, size_t expected) {
   });
 }
 
+// A latecomer under a one-group key whose group formed: its search, knowing of `expected` peers, ends with
+// kRefused within `within`, not alone at its deadline (kTimeout).
+void check_stops_at_once(Looker& late, size_t expected, Duration within) {
+  const auto started = std::chrono::steady_clock::now();
+  auto result = find_in_background(late, expected).get();
+  REQUIRE_FALSE(result.is_ok());
+  INFO(result.status().to_string());
+  CHECK(result.status().code() == Code::kRefused);
+  CHECK(std::chrono::steady_clock::now() - started < within);
+}
+
 std::vector<Result<Group>> find_all(std::vector<std::unique_ptr<Looker>>& lookers) {
   std::vector<std::future<Result<Group>>> futures;
   for (auto& l : lookers) futures.push_back(std::async(std::launch::async, [&l] { return l->matchmaker->find_group(); }));
@@ -400,12 +411,7 @@ TEST_CASE("Matchmaking: where a key holds one group, its leader's declaration ou
   REQUIRE(fb.get().is_ok());
   std::this_thread::sleep_until(started + 2500ms);  // past both deadlines
 
-  const auto late_started = std::chrono::steady_clock::now();
-  auto late = find_in_background(*lookers[2], 2).get();
-  REQUIRE_FALSE(late.is_ok());
-  INFO(late.status().to_string());
-  CHECK(late.status().code() == Code::kRefused);  // not kTimeout, alone to its deadline
-  CHECK(std::chrono::steady_clock::now() - late_started < 1800ms);
+  check_stops_at_once(*lookers[2], 2, 1800ms);
 }
 
 TEST_CASE("Matchmaking: a latecomer that could lead, within a window of the key's group forming, hears it formed",
@@ -435,11 +441,6 @@ TEST_CASE("Matchmaking: a latecomer that could lead, within a window of the key'
   CHECK(lookers[0]->matchmaker->last_search().by_quorum);
   std::this_thread::sleep_until(started + 2300ms);
 
-  const auto late_started = std::chrono::steady_clock::now();
-  auto late = find_in_background(*lookers[2], 3).get();
-  REQUIRE_FALSE(late.is_ok());
-  INFO(late.status().to_string());
-  CHECK(late.status().code() == Code::kRefused);  // not kTimeout, alone to its deadline
-  CHECK(std::chrono::steady_clock::now() - late_started < 1500ms);
+  check_stops_at_once(*lookers[2], 3, 1500ms);
   CHECK(lookers[0]->matchmaker->take_late_joiners() == 1);
 }
