@@ -159,4 +159,15 @@ bool has_cross_bucket_stage(const GroupBucket& bucket, size_t target_group_size)
 
 std::string cross_bucket_round(std::uint64_t epoch) { return gradient_round(epoch) + ".x"; }
 
+std::optional<size_t> bucket_carrier(const avg::Group& group, const std::vector<crypto::PeerId>& gone) {
+  std::optional<size_t> best;
+  const auto& counts = group.begin().counts;
+  for (size_t i = 0; i < group.size(); ++i) {
+    const avg::Member& member = group.member(i);
+    if (member.role != avg::AvgRole::kNode || std::find(gone.begin(), gone.end(), member.id) != gone.end()) continue;
+    if (!best || counts[i] > counts[*best]) best = i;
+  }
+  return best;
+}
+
 }  // namespace dedloc::collab

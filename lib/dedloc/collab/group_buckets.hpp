@@ -30,7 +30,7 @@
 // The cross-bucket stage (train/trainer.cpp, across_buckets). Each bucket's round averages only its own
 // trainers' gradients: stepping on those would leave every bucket with parameters of its own (nothing would
 // average them back), which is not one model trained with the swarm's batch. So after a split round each
-// group's carrier (its trainer that can be dialled and reduces the most, the same on every member) averages
+// group's carrier (bucket_carrier: its trainer that can be dialled and reduces the most) averages
 // the group's result with the other groups' carriers under "<round>.x" (B expected), weighted by its
 // group's samples, and then hands the swarm's average to its group's other trainers in a round of the same
 // members without matchmaking (avg::Averager::broadcast): they end with exactly the carrier's values.
@@ -53,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include "dedloc/avg/group.hpp"
 #include "dedloc/collab/progress.hpp"
 
 namespace dedloc::collab {
@@ -98,5 +99,17 @@ bool has_cross_bucket_stage(const GroupBucket& bucket, size_t target_group_size)
 // The cross-bucket stage's round for `epoch` (gradient_round(epoch) + ".x"): the carriers' key, and the name
 // their result is listed under (avg/round_result.hpp).
 std::string cross_bucket_round(std::uint64_t epoch);
+
+// The cross-bucket stage's carrier in a bucket's `group`: of its trainers that can be dialled (nodes), the one
+// that reduces the most (the fastest link, by its leader's plan), the first in the group's order on a tie:
+// every member picks the same. Members in `gone` are passed over: those our bucket's round found dead (their
+// pings failed, avg::AllReduceResult::gone). A carrier that died in its bucket's round left the carriers'
+// round waiting for it out of a quorum's grace or to its deadline (1.5-3 s, in the epochs of the lab's churn
+// runs where a carrier died, for the whole swarm); the next one, where it saw the death, goes in instead (at
+// weight 0: its bucket's round lost a reducer) and hands the carriers' result on. A member that did not see
+// the death picks the dead one and only receives, as before; two that both carry (a live carrier taken for
+// dead) bring the same bucket twice, and hand on the same values where their carriers' round was one.
+// nullopt: none (a group of clients led by an aux peer).
+std::optional<size_t> bucket_carrier(const avg::Group& group, const std::vector<crypto::PeerId>& gone = {});
 
 }  // namespace dedloc::collab

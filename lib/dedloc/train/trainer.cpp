@@ -445,19 +445,6 @@ void Trainer::seed_round_deadline() {
 
 namespace {
 
-// The cross-bucket stage's carrier in a group (collab/group_buckets.hpp): of the trainers that can be dialled,
-// the one that reduces the most (the fastest link, by its leader's plan), the first in the group's order
-// on a tie; every member picks the same. nullopt: none (a group of clients led by an aux peer).
-std::optional<size_t> bucket_carrier(const avg::Group& group) {
-  std::optional<size_t> best;
-  const auto& counts = group.begin().counts;
-  for (size_t i = 0; i < group.size(); ++i) {
-    if (group.member(i).role != avg::AvgRole::kNode) continue;
-    if (!best || counts[i] > counts[*best]) best = i;
-  }
-  return best;
-}
-
 // After a gradient round that came back partly averaged: zeros where our own gradients stayed. Stepping on
 // them would give this member parameters of its own; when a reducer fails every member alike (it died, or
 // its answers came after the deadline), each member would leave the round on a model of its own, and no
@@ -513,7 +500,8 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
   }
   // A copy: the carriers' round below makes its own group the averager's last.
   const avg::Group bucket_group = *averager.last_group();
-  const auto carrier = bucket_carrier(bucket_group);
+  // Passing over a carrier our round found dead: the next one, if we are it, carries instead.
+  const auto carrier = collab::bucket_carrier(bucket_group, round.group->all_reduce.gone);
   auto ours = bucket_group.hand_on();  // fails only where no trainer reduces: no carrier
   const std::string stage = collab::cross_bucket_round(epoch);
   if (!carrier || !ours) {

@@ -278,3 +278,30 @@ TEST_CASE("Group buckets: the round after they joined counts the newcomers, ever
   }
   for (const auto& b : chosen) CHECK(b.expected == members[b.round]);
 }
+
+TEST_CASE("Group buckets: the carrier is the node that reduces the most, passing over one our round found dead",
+          "[unit][collab]") {
+  wire::AvgBegin begin;
+  begin.group_id = Bytes(wire::kGroupIdBytes, 7);
+  begin.part_elements = 4;
+  begin.length = 20;
+  const std::vector<std::pair<avg::AvgRole, std::uint64_t>> members{
+      {avg::AvgRole::kClient, 0}, {avg::AvgRole::kNode, 5}, {avg::AvgRole::kAux, 9}, {avg::AvgRole::kNode, 6}};
+  for (const auto& [role, count] : members) {
+    begin.ids.push_back(crypto::Identity::generate().peer_id());
+    begin.endpoints.push_back(role == avg::AvgRole::kClient ? "" : "tcp://127.0.0.1:1");
+    begin.roles.push_back(role);
+    begin.counts.push_back(count);
+  }
+  const auto ids = begin.ids;
+  auto group = avg::Group::from_begin(begin);
+  REQUIRE(group.is_ok());
+  // The aux peer reduces the most, but carries nothing (it has no bucket to bring): the larger node's share.
+  CHECK(collab::bucket_carrier(*group) == std::optional<size_t>(3));
+  // It died in our round: the next node carries.
+  CHECK(collab::bucket_carrier(*group, {ids[3]}) == std::optional<size_t>(1));
+  // Someone else dead changes nothing.
+  CHECK(collab::bucket_carrier(*group, {ids[0], ids[2]}) == std::optional<size_t>(3));
+  // No node left: nobody can carry.
+  CHECK_FALSE(collab::bucket_carrier(*group, {ids[1], ids[3]}).has_value());
+}
