@@ -500,8 +500,14 @@ void across_buckets(GradientRound& round, avg::Averager& averager, const avg::Ve
   }
   // A copy: the carriers' round below makes its own group the averager's last.
   const avg::Group bucket_group = *averager.last_group();
-  // Passing over a carrier our round found dead: the next one, if we are it, carries instead.
-  const auto carrier = collab::bucket_carrier(bucket_group, round.group->all_reduce.gone);
+  // Passing over a carrier our round found dead: the next node, if we are it, carries instead. Where every
+  // node is dead, the first choice stays: we receive, and fetch what does not come from the holders.
+  const auto first_choice = collab::bucket_carrier(bucket_group);
+  auto carrier = collab::bucket_carrier(bucket_group, round.group->all_reduce.gone);
+  if (!carrier) carrier = first_choice;
+  if (carrier != first_choice) {
+    line << "our carrier " << bucket_group.member(*first_choice).id.short_string() << " died in our round, ";
+  }
   auto ours = bucket_group.hand_on();  // fails only where no trainer reduces: no carrier
   const std::string stage = collab::cross_bucket_round(epoch);
   if (!carrier || !ours) {
