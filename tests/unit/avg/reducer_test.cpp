@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "dedloc/avg/reducer.hpp"
-#include "dedloc/crypto/identity.hpp"
+#include "support/avg_begin.hpp"
 
 using namespace dedloc;
 using namespace dedloc::avg;
@@ -24,16 +24,7 @@ zmq::message_t frame_of(const std::vector<float>& values) {
 TEST_CASE("Reducer: a contribution holding NaN or Inf is refused and leaves the others' weighted mean exact",
           "[unit][avg]") {
   // Member 0 reduces the whole vector (6 values, parts of 4 and 2) and sends too, with weight 2.
-  wire::AvgBegin begin;
-  begin.group_id = Bytes(wire::kGroupIdBytes, 7);
-  begin.part_elements = 4;
-  begin.length = 6;
-  for (std::uint64_t count : {6, 0, 0}) {
-    begin.ids.push_back(crypto::Identity::generate().peer_id());
-    begin.endpoints.push_back("tcp://127.0.0.1:1");
-    begin.roles.push_back(AvgRole::kNode);
-    begin.counts.push_back(count);
-  }
+  const wire::AvgBegin begin = test::begin_of({{AvgRole::kNode, 6}, {AvgRole::kNode, 0}, {AvgRole::kNode, 0}}, 6, 4);
   auto group = Group::from_begin(begin);
   REQUIRE(group.is_ok());
   const std::vector<float> own = {1.5f, -2.25f, 3.0f, 0.1f, 7.0f, -0.3f};

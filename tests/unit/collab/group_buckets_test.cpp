@@ -7,6 +7,7 @@
 #include <set>
 
 #include "dedloc/collab/group_buckets.hpp"
+#include "support/avg_begin.hpp"
 
 using namespace dedloc;
 using namespace dedloc::collab;
@@ -281,18 +282,8 @@ TEST_CASE("Group buckets: the round after they joined counts the newcomers, ever
 
 TEST_CASE("Group buckets: the carrier is the node that reduces the most, passing over one our round found dead",
           "[unit][collab]") {
-  wire::AvgBegin begin;
-  begin.group_id = Bytes(wire::kGroupIdBytes, 7);
-  begin.part_elements = 4;
-  begin.length = 20;
-  const std::vector<std::pair<avg::AvgRole, std::uint64_t>> members{
-      {avg::AvgRole::kClient, 0}, {avg::AvgRole::kNode, 5}, {avg::AvgRole::kAux, 9}, {avg::AvgRole::kNode, 6}};
-  for (const auto& [role, count] : members) {
-    begin.ids.push_back(crypto::Identity::generate().peer_id());
-    begin.endpoints.push_back(role == avg::AvgRole::kClient ? "" : "tcp://127.0.0.1:1");
-    begin.roles.push_back(role);
-    begin.counts.push_back(count);
-  }
+  const wire::AvgBegin begin = test::begin_of(
+      {{avg::AvgRole::kClient, 0}, {avg::AvgRole::kNode, 5}, {avg::AvgRole::kAux, 9}, {avg::AvgRole::kNode, 6}}, 20, 4);
   const auto ids = begin.ids;
   auto group = avg::Group::from_begin(begin);
   REQUIRE(group.is_ok());
