@@ -19,6 +19,7 @@
 #include <csignal>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -132,6 +133,21 @@ std::optional<StepWithTheSwarm> newcomer_step_with_one_model(const TrainerProces
   return std::nullopt;
 }
 
+// What a failed wait shows: how far each peer came, and its last steps.
+std::string where_they_are(const TrainerProcess& a, const TrainerProcess& b, const TrainerProcess& d,
+                           std::uint64_t killed_at) {
+  std::ostringstream out;
+  out << "c killed at epoch " << killed_at << "; survivors averaged together at "
+      << epochs_averaged_together(a, b, d, killed_at) << " epochs since; newcomer on one model with them: "
+      << (newcomer_step_with_one_model(a, b, d).has_value() ? "yes" : "no");
+  for (const auto* p : {&a, &b, &d}) {
+    out << "\n" << p->name() << ": epoch " << p->epoch() << ", averaged " << p->averaged_rounds() << " rounds; last events:";
+    const auto& events = p->events();
+    for (size_t i = events.size() > 12 ? events.size() - 12 : 0; i < events.size(); ++i) out << "\n  " << events[i];
+  }
+  return out.str();
+}
+
 }  // namespace
 
 TEST_CASE("A run survives a trainer SIGKILLed mid-epoch and a newcomer catches up by downloading state",
@@ -161,11 +177,15 @@ TEST_CASE("A run survives a trainer SIGKILLed mid-epoch and a newcomer catches u
     const auto [low, high] = std::minmax({a.epoch(), b.epoch(), d.epoch()});
     return high <= low + 1;
   };
-  REQUIRE(pump_until({&a, &b, &d}, 180s, [&] {
+  const bool went_on = pump_until({&a, &b, &d}, 180s, [&] {
     return a.epoch() >= kLastEpoch && b.epoch() >= kLastEpoch && d.averaged_rounds() >= kNewcomerRounds && in_step() &&
            epochs_averaged_together(a, b, d, epoch_at_kill) >= kSurvivorRounds &&
            newcomer_step_with_one_model(a, b, d).has_value();
-  }));
+  });
+  if (!went_on) {
+    INFO(where_they_are(a, b, d, epoch_at_kill));
+    FAIL("the run did not come back together within 180 s");
+  }
   for (auto* p : {&a, &b, &d}) p->process().kill(SIGINT);
   REQUIRE(pump_until({&a, &b, &d}, 60s, [&] { return a.find("exit") && b.find("exit") && d.find("exit"); }));
   for (auto* p : {&a, &b, &d}) CHECK(p->process().wait(10s) == 130);  // left cleanly when asked
