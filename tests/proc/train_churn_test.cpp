@@ -141,7 +141,8 @@ std::string where_they_are(const TrainerProcess& a, const TrainerProcess& b, con
       << epochs_averaged_together(a, b, d, killed_at) << " epochs since; newcomer on one model with them: "
       << (newcomer_step_with_one_model(a, b, d).has_value() ? "yes" : "no");
   for (const auto* p : {&a, &b, &d}) {
-    out << "\n" << p->name() << ": epoch " << p->epoch() << ", averaged " << p->averaged_rounds() << " rounds; last events:";
+    out << "\n" << p->name() << ": epoch " << p->epoch() << ", averaged " << p->averaged_rounds()
+        << " rounds; last events:";
     const auto& events = p->events();
     for (size_t i = events.size() > 12 ? events.size() - 12 : 0; i < events.size(); ++i) out << "\n  " << events[i];
   }
@@ -182,10 +183,7 @@ TEST_CASE("A run survives a trainer SIGKILLed mid-epoch and a newcomer catches u
            epochs_averaged_together(a, b, d, epoch_at_kill) >= kSurvivorRounds &&
            newcomer_step_with_one_model(a, b, d).has_value();
   });
-  if (!went_on) {
-    INFO(where_they_are(a, b, d, epoch_at_kill));
-    FAIL("the run did not come back together within 180 s");
-  }
+  if (!went_on) FAIL("the run did not come back together within 180 s\n" << where_they_are(a, b, d, epoch_at_kill));
   for (auto* p : {&a, &b, &d}) p->process().kill(SIGINT);
   REQUIRE(pump_until({&a, &b, &d}, 60s, [&] { return a.find("exit") && b.find("exit") && d.find("exit"); }));
   for (auto* p : {&a, &b, &d}) CHECK(p->process().wait(10s) == 130);  // left cleanly when asked
