@@ -2,9 +2,12 @@
 
 #include <sys/stat.h>
 
+#include <sodium.h>
+
 #include "dedloc/core/files.hpp"
 #include "dedloc/crypto/hash.hpp"
 #include "dedloc/crypto/identity.hpp"
+#include "dedloc/crypto/signature_memo.hpp"
 #include "support/test_paths.hpp"
 
 using namespace dedloc;
@@ -60,6 +63,51 @@ TEST_CASE("Signatures verify for the signer only", "[unit][crypto]") {
   CHECK_FALSE(crypto::verify_signature(bob.public_key(), message, sig));
   CHECK_FALSE(crypto::verify_signature(alice.public_key(), as_bytes("progress epoch=8"), sig));
   CHECK_FALSE(crypto::verify_signature(alice.public_key(), message, ByteSpan(sig.data(), 10)));
+}
+
+TEST_CASE("A signature that verified is remembered, a forged or altered one never is", "[unit][crypto]") {
+  auto alice = Identity::generate();
+  const std::string text = "progress epoch=9 samples=" + std::to_string(randombytes_random());
+  auto message = as_bytes(text);
+  auto sig = alice.sign(message);
+  crypto::SignatureMemo& memo = crypto::process_signature_memo();
+  const auto digest = memo.digest(alice.public_key(), message, sig);
+  CHECK_FALSE(memo.contains(digest));
+  CHECK(crypto::verify_signature(alice.public_key(), message, sig));
+  CHECK(memo.contains(digest));
+  CHECK(crypto::verify_signature(alice.public_key(), message, sig));  // from the memo, still true
+
+  // One flipped bit in the signature or the message: verified again (and refused), never remembered.
+  auto forged = sig;
+  forged[17] ^= 0x01;
+  CHECK_FALSE(crypto::verify_signature(alice.public_key(), message, forged));
+  CHECK_FALSE(memo.contains(memo.digest(alice.public_key(), message, forged)));
+  std::string altered = text;
+  altered[0] ^= 0x01;
+  CHECK_FALSE(crypto::verify_signature(alice.public_key(), as_bytes(altered), sig));
+  CHECK_FALSE(memo.contains(memo.digest(alice.public_key(), as_bytes(altered), sig)));
+  auto bob = Identity::generate();
+  CHECK_FALSE(crypto::verify_signature(bob.public_key(), message, sig));
+}
+
+TEST_CASE("The signature memo keeps a fixed number of slots, newer triples replacing older ones", "[unit][crypto]") {
+  crypto::SignatureMemo memo(8);
+  auto alice = Identity::generate();
+  std::vector<crypto::SignatureMemo::Digest> digests;
+  for (int i = 0; i < 64; ++i) {
+    const std::string text = "record " + std::to_string(i);
+    digests.push_back(memo.digest(alice.public_key(), as_bytes(text), alice.sign(as_bytes(text))));
+    memo.remember(digests.back());
+    CHECK(memo.contains(digests.back()));
+  }
+  int still_remembered = 0;
+  for (const auto& d : digests) still_remembered += memo.contains(d) ? 1 : 0;
+  CHECK(still_remembered >= 1);
+  CHECK(still_remembered <= 8);
+  // Another memo's key gives other digests: the table's slots cannot be aimed at from outside.
+  crypto::SignatureMemo other(8);
+  auto sig = alice.sign(as_bytes("x"));
+  CHECK(other.digest(alice.public_key(), as_bytes("x"), sig) != memo.digest(alice.public_key(), as_bytes("x"), sig));
 }
 
 TEST_CASE("BLAKE2b streaming hash equals the one-shot hash", "[unit][crypto]") {

@@ -4,6 +4,7 @@
 
 #include "dedloc/core/check.hpp"
 #include "dedloc/core/files.hpp"
+#include "dedloc/crypto/signature_memo.hpp"
 
 namespace dedloc::crypto {
 
@@ -91,7 +92,14 @@ Result<PublicKey> parse_public_key(std::string_view hex, std::string_view what) 
 bool verify_signature(ByteSpan public_key, ByteSpan message, ByteSpan signature) {
   ensure_sodium_initialized();
   if (public_key.size() != kPublicKeySize || signature.size() != kSignatureSize) return false;
-  return crypto_sign_verify_detached(signature.data(), message.data(), message.size(), public_key.data()) == 0;
+  SignatureMemo& memo = process_signature_memo();
+  const SignatureMemo::Digest digest = memo.digest(public_key, message, signature);
+  if (memo.contains(digest)) return true;
+  if (crypto_sign_verify_detached(signature.data(), message.data(), message.size(), public_key.data()) != 0) {
+    return false;
+  }
+  memo.remember(digest);
+  return true;
 }
 
 }  // namespace dedloc::crypto

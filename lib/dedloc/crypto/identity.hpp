@@ -65,7 +65,8 @@ class Identity {
 // Parses a public key from hex (64 characters), naming `what` in the error ("--authority").
 Result<PublicKey> parse_public_key(std::string_view hex, std::string_view what);
 
-// True when `signature` is `public_key`'s signature over `message`.
+// True when `signature` is `public_key`'s signature over `message`. A triple that verified once is remembered
+// (crypto/signature_memo.hpp): checking it again costs a hash.
 bool verify_signature(ByteSpan public_key, ByteSpan message, ByteSpan signature);
 
 }  // namespace dedloc::crypto
