@@ -4,15 +4,17 @@
 
 namespace dedloc::crypto {
 
-Hasher::Hasher() {
+Hasher::Hasher() : Hasher(ByteSpan()) {}
+
+Hasher::Hasher(ByteSpan key) {
   ensure_sodium_initialized();
-  crypto_generichash_init(&state_, nullptr, 0, kSize);
+  crypto_generichash_init(&state_, key.empty() ? nullptr : key.data(), key.size(), kSize);
 }
 
 void Hasher::update(ByteSpan data) { crypto_generichash_update(&state_, data.data(), data.size()); }
 
-std::array<std::uint8_t, Hasher::kSize> Hasher::finish() {
-  std::array<std::uint8_t, kSize> out{};
+Hasher::Digest Hasher::finish() {
+  Digest out{};
   crypto_generichash_final(&state_, out.data(), out.size());
   return out;
 }

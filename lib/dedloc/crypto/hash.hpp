@@ -13,9 +13,11 @@ namespace dedloc::crypto {
 class Hasher {
  public:
   static constexpr size_t kSize = 32;
+  using Digest = std::array<std::uint8_t, kSize>;
   Hasher();
+  explicit Hasher(ByteSpan key);  // keyed BLAKE2b (a MAC): digests nobody without the key can predict
   void update(ByteSpan data);
-  std::array<std::uint8_t, kSize> finish();
+  Digest finish();
   std::string finish_hex();
 
  private:

@@ -24,16 +24,13 @@ SignatureMemo::SignatureMemo(size_t slots) : slots_(slots == 0 ? 1 : slots) {
 SignatureMemo::Digest SignatureMemo::digest(ByteSpan public_key, ByteSpan message, ByteSpan signature) const {
   // The key and signature have fixed sizes (verify_signature refuses others before asking), so the
   // concatenation is unambiguous; their lengths go in anyway, for a caller that does not check.
-  crypto_generichash_state state;
-  crypto_generichash_init(&state, key_.data(), key_.size(), sizeof(Digest));
+  Hasher hasher(key_);
   const std::uint64_t lengths[2] = {public_key.size(), signature.size()};
-  crypto_generichash_update(&state, reinterpret_cast<const std::uint8_t*>(lengths), sizeof(lengths));
-  crypto_generichash_update(&state, public_key.data(), public_key.size());
-  crypto_generichash_update(&state, signature.data(), signature.size());
-  crypto_generichash_update(&state, message.data(), message.size());
-  Digest out{};
-  crypto_generichash_final(&state, out.data(), out.size());
-  return out;
+  hasher.update(ByteSpan(reinterpret_cast<const std::uint8_t*>(lengths), sizeof(lengths)));
+  hasher.update(public_key);
+  hasher.update(signature);
+  hasher.update(message);
+  return hasher.finish();
 }
 
 size_t SignatureMemo::slot_of(const Digest& digest) const {
@@ -45,19 +42,13 @@ size_t SignatureMemo::slot_of(const Digest& digest) const {
 bool SignatureMemo::contains(const Digest& digest) const {
   std::lock_guard lock(mutex_);
   if (table_.empty()) return false;
-  const size_t slot = slot_of(digest);
-  return used_[slot] && table_[slot] == digest;
+  return table_[slot_of(digest)] == digest;
 }
 
 void SignatureMemo::remember(const Digest& digest) {
   std::lock_guard lock(mutex_);
-  if (table_.empty()) {
-    table_.resize(slots_);
-    used_.assign(slots_, false);
-  }
-  const size_t slot = slot_of(digest);
-  table_[slot] = digest;
-  used_[slot] = true;
+  if (table_.empty()) table_.resize(slots_);
+  table_[slot_of(digest)] = digest;
 }
 
 SignatureMemo& process_signature_memo() {

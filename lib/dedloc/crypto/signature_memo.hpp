@@ -17,12 +17,13 @@
 #include <vector>
 
 #include "dedloc/core/bytes.hpp"
+#include "dedloc/crypto/hash.hpp"
 
 namespace dedloc::crypto {
 
 class SignatureMemo {
  public:
-  using Digest = std::array<std::uint8_t, 32>;
+  using Digest = Hasher::Digest;
 
   explicit SignatureMemo(size_t slots);
 
@@ -37,8 +38,9 @@ class SignatureMemo {
   std::array<std::uint8_t, 32> key_{};
   size_t slots_;
   mutable std::mutex mutex_;
-  std::vector<Digest> table_;  // allocated at the first remember(): a process that verifies nothing pays nothing
-  std::vector<bool> used_;
+  // Allocated at the first remember(): a process that verifies nothing pays nothing. An empty slot holds
+  // zeros, which no keyed digest is in practice.
+  std::vector<Digest> table_;
 };
 
 // The process's memo, which crypto::verify_signature consults.
