@@ -237,6 +237,36 @@ TEST_CASE("fail_when_refused: calls to a peer whose process is gone fail at once
   expect_ping_works(client, endpoint);
 }
 
+TEST_CASE("fail_when_refused: an idle connection to a peer gone retries with backoff, and the peer back is "
+          "reached at once", "[net][rpc][faults]") {
+  zmq::context_t context;
+  Client backing_off(context, failing_when_refused());
+  ClientOptions fixed_options = failing_when_refused();
+  fixed_options.refused_retry_max = Duration::zero();  // ZeroMQ's fixed 100 ms
+  Client fixed(context, fixed_options);
+  auto gone = std::make_unique<Server>(context, ServerOptions{});
+  REQUIRE(gone->start().is_ok());
+  const std::string endpoint = gone->endpoint();
+  expect_ping_works(backing_off, endpoint);
+  expect_ping_works(fixed, endpoint);
+
+  gone.reset();  // its port refuses now; both connections stay open, idle, and ZeroMQ retries them
+  std::this_thread::sleep_for(4500ms);  // each client reads its connections' events every second
+  auto backed_off = backing_off.stats().refused_attempts;
+  auto retried = fixed.stats().refused_attempts;
+  INFO("refused attempts in 4.5 s: " << backed_off << " backing off, " << retried << " every 100 ms");
+  CHECK(backed_off >= 1);
+  CHECK(backed_off <= 8);  // 0.1, 0.2, 0.4, 0.8, 1.6 s apart (plus up to 0.1 s each)
+  CHECK(retried >= 20);
+
+  // Back on the same port (a restarted peer) while the backoff waits seconds: a call does not wait for it.
+  Server back(context, ServerOptions{endpoint});
+  REQUIRE(back.start().is_ok());
+  auto start = std::chrono::steady_clock::now();
+  expect_ping_works(backing_off, endpoint);
+  CHECK(elapsed_ms(start) < 1000);
+}
+
 TEST_CASE("fail_when_refused: connections to a dead port opened and dropped many times leave the client (and "
           "ZeroMQ's I/O thread) working", "[net][rpc][faults]") {
   // Each refused connection is dropped while ZeroMQ is retrying it: a monitor event reported then, to a

@@ -48,7 +48,9 @@ class ClientLoop {
     mailbox_.push({});
   }
   void run();
-  ClientStats stats() const { return {open_connections_.load(), connections_opened_.load()}; }
+  ClientStats stats() const {
+    return {open_connections_.load(), connections_opened_.load(), refused_attempts_.load()};
+  }
 
  private:
   struct Connection {
@@ -114,6 +116,7 @@ class ClientLoop {
   std::uint64_t next_request_id_ = 1;
   std::atomic<size_t> open_connections_{0};
   std::atomic<std::uint64_t> connections_opened_{0};
+  std::atomic<std::uint64_t> refused_attempts_{0};
   std::uint64_t monitors_opened_ = 0;  // names each monitor's inproc address
 };
 
@@ -152,7 +155,10 @@ bool ClientLoop::read_refusals(Connection& connection) {
     if (event.size() < sizeof(std::uint16_t)) continue;
     std::uint16_t id = 0;
     std::memcpy(&id, event.data(), sizeof id);
-    if (id == ZMQ_EVENT_CLOSED) connection.refused = true;
+    if (id == ZMQ_EVENT_CLOSED) {
+      connection.refused = true;
+      refused_attempts_.fetch_add(1, std::memory_order_relaxed);
+    }
     if (id == ZMQ_EVENT_CONNECTED) connection.refused = false;
   }
   return connection.refused;
@@ -189,7 +195,13 @@ ClientLoop::Connection* ClientLoop::connection_for(const std::string& endpoint, 
   if (*relayed) route = wire::encode_relay_frame(wire::RelayTag::kForward, (*relayed)->target.span());
   // Watched from before the first attempt, so that every event is this connection's.
   std::optional<zmq::socket_t> events;
-  if (options_.fail_when_refused) events = monitor(socket);
+  if (options_.fail_when_refused) {
+    events = monitor(socket);
+    if (events && options_.refused_retry_max > Duration::zero()) {
+      auto cap = std::chrono::duration_cast<std::chrono::milliseconds>(options_.refused_retry_max);
+      socket.set(zmq::sockopt::reconnect_ivl_max, static_cast<int>(cap.count()));
+    }
+  }
   failure = connect_to(socket, *relayed ? (*relayed)->relay_endpoint : endpoint, options_.socket.transport.get());
   if (!failure.is_ok()) return nullptr;
   auto inserted =

@@ -41,11 +41,19 @@ struct ClientOptions {
   // (two more inproc sockets and file descriptors), so it is for a client that talks to a few peers it
   // waits on (the averager's), not to a stream of them (a DHT node's).
   bool fail_when_refused = false;
+  // With fail_when_refused: ZeroMQ retries a refused connection every 100 ms for as long as it stays open
+  // (an idle one, up to idle_close), and under churn every dead peer we talked to lately draws ten attempts a
+  // second, each a socket, a TCP handshake refused and a monitor event (in the lab's 64-peer churn, a
+  // twentieth of the machine). A watched connection's retries back off instead, doubling up to this. No call
+  // waits on them: a call to an endpoint refused when last tried gets a fresh connection (0: ZeroMQ's
+  // fixed interval).
+  Duration refused_retry_max = std::chrono::seconds(5);
 };
 
 struct ClientStats {
   size_t open_connections = 0;        // now
   std::uint64_t connections_opened = 0;  // since the client started
+  std::uint64_t refused_attempts = 0;    // connection attempts seen refused, on watched connections
 };
 
 class ClientLoop;  // client.cpp
