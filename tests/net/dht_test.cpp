@@ -18,23 +18,32 @@ using namespace dedloc::dht;
 using namespace std::chrono_literals;
 using namespace dedloc::test;
 
-TEST_CASE("A get asks past dead nodes within the RPC deadline", "[net][dht]") {
-  auto swarm = launch(16);
-  REQUIRE(swarm->node(0).store("k", std::nullopt, bytes_of("v"), in_an_hour(), Deadline::after(10s)).is_ok());
-  // Kill every replica but one, then time a get from a node that holds nothing.
+namespace {
+
+// Stores "k" from node 0, kills every replica but the one nearest to the key (the one every lookup for it
+// ends at) and returns a live node that holds nothing, to read it.
+size_t kill_replicas_but_the_nearest(LocalSwarm& swarm) {
+  REQUIRE(swarm.node(0).store("k", std::nullopt, bytes_of("v"), in_an_hour(), Deadline::after(10s)).is_ok());
   std::vector<size_t> holders;
-  for (size_t i = 0; i < swarm->size(); ++i) {
-    if (swarm->node(i).stored_keys() > 0) holders.push_back(i);
+  for (size_t i = 0; i < swarm.size(); ++i) {
+    if (swarm.node(i).stored_keys() > 0) holders.push_back(i);
   }
   REQUIRE(holders.size() >= 5);  // the 5 nearest, plus any node the storing lookup met on the way
-  // Keep only the holder nearest to the key alive: the one every lookup for it ends at.
   const PeerId key = key_id("k");
   std::sort(holders.begin(), holders.end(), [&](size_t a, size_t b) {
-    return closer_to(key, swarm->node(a).id(), swarm->node(b).id());
+    return closer_to(key, swarm.node(a).id(), swarm.node(b).id());
   });
-  for (size_t i = 1; i < holders.size(); ++i) swarm->kill(holders[i]);
+  for (size_t i = 1; i < holders.size(); ++i) swarm.kill(holders[i]);
   size_t asker = 0;
-  while (!swarm->alive(asker) || swarm->node(asker).stored_keys() > 0) ++asker;
+  while (!swarm.alive(asker) || swarm.node(asker).stored_keys() > 0) ++asker;
+  return asker;
+}
+
+}  // namespace
+
+TEST_CASE("A get asks past dead nodes within the RPC deadline", "[net][dht]") {
+  auto swarm = launch(16);
+  const size_t asker = kill_replicas_but_the_nearest(*swarm);
   auto started = std::chrono::steady_clock::now();
   auto record = swarm->node(asker).get("k", GetMode::kFirst, Deadline::after(20s));
   auto took = std::chrono::steady_clock::now() - started;
@@ -44,6 +53,28 @@ TEST_CASE("A get asks past dead nodes within the RPC deadline", "[net][dht]") {
   CHECK(swarm->node(asker).stats().longest_rpc_wait <= kRpcTimeoutWithSlack);
   // The dead replicas were asked in parallel: the get costs about one deadline, not one per dead node.
   CHECK(took < kRpcTimeout * 3);
+}
+
+TEST_CASE("A node whose process is gone is known dead in a round trip: no call to it waits for its deadline, "
+          "and no connection to it is left retrying", "[net][dht][datagram]") {
+  // Its machine is up: the datagram draws "port unreachable" and the call moves to ZeroMQ, whose connection
+  // is refused. Calls to it used to wait out their deadlines there, and the connection went on being retried
+  // every 100 ms until it had been idle for a minute: under churn, ten connection attempts a second per
+  // dead node a process had asked lately.
+  auto swarm = launch(16);
+  const size_t asker = kill_replicas_but_the_nearest(*swarm);
+  auto record = swarm->node(asker).get("k", GetMode::kFirst, Deadline::after(20s));
+  REQUIRE(record.is_ok());
+  REQUIRE(record->has_value());
+  std::this_thread::sleep_for(kRpcTimeoutWithSlack);  // every call of the get has its outcome by now
+  const auto stats = swarm->node(asker).stats();
+  INFO("failed RPCs " << stats.rpcs_failed << ", ports unreachable " << stats.datagrams.ports_unreachable
+                      << ", longest wait " << std::chrono::duration_cast<std::chrono::milliseconds>(stats.longest_rpc_wait).count()
+                      << " ms, connections open " << stats.client.open_connections);
+  CHECK(stats.datagrams.ports_unreachable >= 1);  // it asked a dead replica
+  CHECK(stats.rpcs_failed >= 1);
+  CHECK(stats.longest_rpc_wait < kRpcTimeout * 3 / 5);
+  CHECK(stats.client.open_connections == 0);
 }
 
 TEST_CASE("With half the contacts dead, a join and a get through a live node take about one RPC deadline",

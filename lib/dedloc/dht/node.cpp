@@ -98,6 +98,12 @@ Status Node::start() {
   client_options.idle_close = options_.idle_connection_close;
   client_options.max_connections = options_.max_connections;
   client_options.log = options_.log;
+  // With datagrams, ZeroMQ carries only what does not fit in one and the calls to a port that answered "port
+  // unreachable": a node that takes no datagrams, or one whose process is gone (its machine answers for both
+  // ports). The second refuses the connection, and its calls fail then, instead of waiting out their
+  // deadlines while ZeroMQ retries it ten times a second. There are few such connections, so watching each
+  // (two more sockets) costs little; without datagrams a node talks to a stream of peers over ZeroMQ.
+  client_options.fail_when_refused = options_.datagrams;
   try {
     client_ = std::make_unique<net::Client>(context_, client_options);
   } catch (const std::system_error& e) {
