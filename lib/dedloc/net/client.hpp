@@ -43,10 +43,10 @@ struct ClientOptions {
   bool fail_when_refused = false;
   // With fail_when_refused: ZeroMQ retries a refused connection every 100 ms for as long as it stays open
   // (an idle one, up to idle_close), and under churn every dead peer we talked to lately draws ten attempts a
-  // second, each a socket, a TCP handshake refused and a monitor event (in the lab's 64-peer churn, a
-  // twentieth of the machine). A watched connection's retries back off instead, doubling up to this. No call
-  // waits on them: a call to an endpoint refused when last tried gets a fresh connection (0: ZeroMQ's
-  // fixed interval).
+  // second, each a socket, a TCP handshake refused and a monitor event (bench/lab/README.md counts them in
+  // the 64-peer churn). A watched connection's retries back off instead, doubling up to this. No call waits
+  // on them: a call to an endpoint refused when last tried gets a fresh connection (0: ZeroMQ's fixed
+  // interval).
   Duration refused_retry_max = std::chrono::seconds(5);
 };
 
