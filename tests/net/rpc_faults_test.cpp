@@ -257,7 +257,7 @@ TEST_CASE("fail_when_refused: an idle connection to a peer gone retries with bac
   INFO("refused attempts in 4.5 s: " << backed_off << " backing off, " << retried << " every 100 ms");
   CHECK(backed_off >= 1);
   CHECK(backed_off <= 8);  // 0.1, 0.2, 0.4, 0.8, 1.6 s apart (plus up to 0.1 s each)
-  CHECK(retried >= 20);
+  CHECK(retried >= 12);  // 26 on a quiet machine
 
   // Back on the same port (a restarted peer) while the backoff waits seconds: a call does not wait for it.
   Server back(context, ServerOptions{endpoint});
